@@ -1,0 +1,271 @@
+"""specdash tables: what an experiment asks for, how its runs went, and what they measured."""
+
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.db import models
+from django.db.models import Q
+
+
+class IllegalTransition(Exception):
+    """A status change that the state machine does not allow."""
+
+
+class Experiment(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        FINISHED = "finished", "Finished"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+
+    class WorkloadKind(models.TextChoices):
+        BUILTIN = "builtin", "Built-in prompt set"
+        SYNTHETIC = "synthetic", "Synthetic prompts (random tokens)"
+
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="experiments")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+
+    target_model = models.CharField(max_length=500, help_text="Local path on the worker, or a model id.")
+    worker_queue = models.CharField(max_length=64, default="cpu")
+    dtype = models.CharField(max_length=16, default="auto")
+    max_model_len = models.PositiveIntegerField(default=512)
+
+    workload_kind = models.CharField(max_length=16, choices=WorkloadKind.choices, default=WorkloadKind.BUILTIN)
+    prompt_set = models.CharField(max_length=64, blank=True)
+    prompt_set_hash = models.CharField(max_length=64, blank=True)
+    synthetic_input_len = models.PositiveIntegerField(null=True, blank=True)
+    num_prompts = models.PositiveIntegerField(help_text="Measured requests per concurrency level and repetition.")
+    max_tokens = models.PositiveIntegerField(help_text="Output length asked for in each request.")
+    ignore_eos = models.BooleanField(default=False)
+
+    temperature = models.FloatField(default=0.0)
+    top_p = models.FloatField(default=1.0)
+    seed = models.IntegerField(default=0)
+
+    concurrency_levels = ArrayField(models.PositiveIntegerField())
+    repetitions = models.PositiveSmallIntegerField(default=1)
+    warmup_requests = models.PositiveSmallIntegerField(default=2)
+    request_rate = models.FloatField(
+        null=True, blank=True, help_text="Poisson arrival rate in requests/s; empty sends as fast as concurrency allows."
+    )
+
+    slo_ttft_ms = models.FloatField(null=True, blank=True)
+    slo_tpot_ms = models.FloatField(null=True, blank=True)
+    slo_e2e_ms = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["-created_at"], name="experiment_created_idx"),
+            models.Index(fields=["status", "-created_at"], name="experiment_status_idx"),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=Q(repetitions__gte=1), name="experiment_repetitions_positive"),
+            models.CheckConstraint(condition=Q(num_prompts__gte=1), name="experiment_num_prompts_positive"),
+        ]
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def has_slos(self) -> bool:
+        return any(v is not None for v in (self.slo_ttft_ms, self.slo_tpot_ms, self.slo_e2e_ms))
+
+    @property
+    def is_greedy(self) -> bool:
+        return self.temperature == 0.0
+
+
+class Arm(models.Model):
+    class Method(models.TextChoices):
+        BASELINE = "baseline", "Baseline (no speculation)"
+        NGRAM = "ngram", "n-gram lookup"
+        DRAFT_MODEL = "draft_model", "Draft model"
+        EAGLE = "eagle", "EAGLE"
+        EAGLE3 = "eagle3", "EAGLE-3"
+        MTP = "mtp", "MTP"
+        SUFFIX = "suffix", "Suffix decoding"
+
+    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="arms")
+    position = models.PositiveSmallIntegerField()
+    label = models.CharField(max_length=100)
+    method = models.CharField(max_length=16, choices=Method.choices)
+    num_speculative_tokens = models.PositiveSmallIntegerField(null=True, blank=True)
+    # Method-specific settings: prompt_lookup_min/max (n-gram), model (draft, EAGLE heads).
+    params = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["experiment", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["experiment", "position"], name="arm_position_unique"),
+            models.UniqueConstraint(fields=["experiment", "label"], name="arm_label_unique"),
+            models.UniqueConstraint(
+                fields=["experiment"], condition=Q(method="baseline"), name="arm_one_baseline_per_experiment"
+            ),
+            models.CheckConstraint(
+                condition=Q(method="baseline", num_speculative_tokens__isnull=True)
+                | (~Q(method="baseline") & Q(num_speculative_tokens__gte=1, num_speculative_tokens__lte=16)),
+                name="arm_k_matches_method",
+            ),
+        ]
+
+    def __str__(self):
+        return self.label
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.method == self.Method.BASELINE
+
+    def speculative_config(self) -> dict | None:
+        """The JSON vLLM takes as --speculative-config, or None for the baseline."""
+        if self.is_baseline:
+            return None
+        config = {"method": self.method, "num_speculative_tokens": self.num_speculative_tokens}
+        config.update(self.params)
+        return config
+
+
+class Run(models.Model):
+    """One arm at one concurrency level, one repetition."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+
+    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="runs")
+    arm = models.ForeignKey(Arm, on_delete=models.CASCADE, related_name="runs")
+    concurrency = models.PositiveIntegerField()
+    repetition = models.PositiveSmallIntegerField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    worker_host = models.CharField(max_length=255, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    requests_done = models.PositiveIntegerField(default=0)
+    requests_total = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["arm__position", "repetition", "concurrency"]
+        constraints = [
+            models.UniqueConstraint(fields=["arm", "concurrency", "repetition"], name="run_unique_cell"),
+        ]
+        indexes = [
+            models.Index(fields=["status", "heartbeat_at"], name="run_status_heartbeat_idx"),
+        ]
+
+    def __str__(self):
+        return f"{self.arm} @ {self.concurrency} #{self.repetition}"
+
+
+class RunSummary(models.Model):
+    """Aggregates of one run's measured requests, written in the same transaction as its rows."""
+
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="summary")
+    duration_s = models.FloatField()
+    completed = models.PositiveIntegerField()
+    failed = models.PositiveIntegerField()
+    total_input_tokens = models.PositiveBigIntegerField()
+    total_output_tokens = models.PositiveBigIntegerField()
+    request_throughput = models.FloatField()
+    output_throughput = models.FloatField()
+    goodput = models.FloatField(null=True, blank=True)
+
+    ttft_mean_ms = models.FloatField(null=True)
+    ttft_p50_ms = models.FloatField(null=True)
+    ttft_p90_ms = models.FloatField(null=True)
+    ttft_p99_ms = models.FloatField(null=True)
+    tpot_mean_ms = models.FloatField(null=True)
+    tpot_p50_ms = models.FloatField(null=True)
+    tpot_p90_ms = models.FloatField(null=True)
+    tpot_p99_ms = models.FloatField(null=True)
+    itl_mean_ms = models.FloatField(null=True)
+    itl_p50_ms = models.FloatField(null=True)
+    itl_p90_ms = models.FloatField(null=True)
+    itl_p99_ms = models.FloatField(null=True)
+    e2e_mean_ms = models.FloatField(null=True)
+    e2e_p50_ms = models.FloatField(null=True)
+    e2e_p90_ms = models.FloatField(null=True)
+    e2e_p99_ms = models.FloatField(null=True)
+    tokens_per_chunk_mean = models.FloatField(null=True)
+
+    # Differences of vLLM's cumulative /metrics counters across the measured interval.
+    spec_num_drafts = models.PositiveBigIntegerField(null=True)
+    spec_num_draft_tokens = models.PositiveBigIntegerField(null=True)
+    spec_num_accepted_tokens = models.PositiveBigIntegerField(null=True)
+    spec_accepted_per_pos = ArrayField(models.PositiveBigIntegerField(), null=True)
+
+    def __str__(self):
+        return f"summary of {self.run}"
+
+    @property
+    def acceptance_rate(self) -> float | None:
+        if not self.spec_num_draft_tokens:
+            return None
+        return self.spec_num_accepted_tokens / self.spec_num_draft_tokens
+
+    @property
+    def acceptance_length(self) -> float | None:
+        if not self.spec_num_drafts:
+            return None
+        return 1 + self.spec_num_accepted_tokens / self.spec_num_drafts
+
+
+class RequestRecord(models.Model):
+    """One measured request; warm-up requests are not stored."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="requests")
+    prompt_index = models.PositiveIntegerField()
+    input_tokens = models.PositiveIntegerField()
+    output_tokens = models.PositiveIntegerField()
+    sent_at_s = models.FloatField(help_text="Seconds from the start of the measured interval.")
+    ttft_ms = models.FloatField(null=True)
+    e2e_ms = models.FloatField(null=True)
+    tpot_ms = models.FloatField(null=True, help_text="(E2E - TTFT) / (output tokens - 1); empty for one token.")
+    chunk_times_ms = ArrayField(models.FloatField(), default=list, help_text="Arrival of each content chunk after send.")
+    chunk_tokens = ArrayField(models.PositiveIntegerField(), default=list)
+    finish_reason = models.CharField(max_length=32, blank=True)
+    error = models.TextField(blank=True)
+    spec_acceptance_length = models.FloatField(null=True)
+    spec_accepted_per_step = ArrayField(models.PositiveSmallIntegerField(), null=True)
+    spec_proposed_per_step = ArrayField(models.PositiveSmallIntegerField(), null=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["run", "prompt_index"], name="request_run_prompt_idx")]
+
+    def __str__(self):
+        return f"request {self.prompt_index} of {self.run}"
+
+    @property
+    def succeeded(self) -> bool:
+        return not self.error
+
+
+class EnvironmentSnapshot(models.Model):
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="environment")
+    captured_at = models.DateTimeField(auto_now_add=True)
+    host_name = models.CharField(max_length=255)
+    cpu_model = models.CharField(max_length=255, blank=True)
+    cpu_count = models.PositiveIntegerField(null=True)
+    gpu_name = models.CharField(max_length=255, blank=True)
+    gpu_count = models.PositiveIntegerField(default=0)
+    gpu_memory_mb = models.PositiveIntegerField(null=True)
+    gpu_driver = models.CharField(max_length=64, blank=True)
+    cuda_version = models.CharField(max_length=64, blank=True)
+    vllm_version = models.CharField(max_length=64, blank=True)
+    torch_version = models.CharField(max_length=64, blank=True)
+    python_version = models.CharField(max_length=64, blank=True)
+    server_command = ArrayField(models.TextField(), default=list)
+
+    def __str__(self):
+        return f"environment of {self.run}"

@@ -1,0 +1,146 @@
+"""Everything that writes. Services check the current state and raise IllegalTransition otherwise."""
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from experiments.models import Arm, Experiment, IllegalTransition, Run
+
+RUN_TRANSITIONS = {
+    Run.Status.QUEUED: {Run.Status.RUNNING, Run.Status.CANCELLED, Run.Status.FAILED},
+    Run.Status.RUNNING: {Run.Status.SUCCEEDED, Run.Status.FAILED, Run.Status.QUEUED, Run.Status.CANCELLED},
+    Run.Status.SUCCEEDED: set(),
+    Run.Status.FAILED: set(),
+    Run.Status.CANCELLED: set(),
+}
+
+EXPERIMENT_TRANSITIONS = {
+    Experiment.Status.QUEUED: {Experiment.Status.RUNNING, Experiment.Status.CANCELLED, Experiment.Status.FAILED},
+    Experiment.Status.RUNNING: {Experiment.Status.FINISHED, Experiment.Status.FAILED, Experiment.Status.CANCELLED},
+    Experiment.Status.FINISHED: set(),
+    Experiment.Status.FAILED: set(),
+    Experiment.Status.CANCELLED: set(),
+}
+
+
+@dataclass(frozen=True)
+class ArmSpec:
+    method: str
+    num_speculative_tokens: int | None = None
+    params: dict = field(default_factory=dict)
+    label: str = ""
+
+
+def _check_transition(table: dict, current: str, new: str, what: str) -> None:
+    if new not in table[current]:
+        raise IllegalTransition(f"{what} cannot go from {current} to {new}.")
+
+
+def arm_default_label(spec: ArmSpec) -> str:
+    if spec.method == Arm.Method.BASELINE:
+        return "baseline"
+    return f"{Arm.Method(spec.method).label} k={spec.num_speculative_tokens}"
+
+
+@transaction.atomic
+def experiment_create(*, owner, arms: list[ArmSpec], **fields) -> Experiment:
+    """Create the experiment, its baseline and speculative arms and every run, queued.
+
+    The baseline arm is added here; `arms` lists the speculative arms only. The
+    experiment is dispatched to its worker queue once the transaction commits.
+    """
+    from workers.tasks import experiment_execute
+
+    experiment = Experiment.objects.create(owner=owner, **fields)
+    all_specs = [ArmSpec(method=Arm.Method.BASELINE)] + list(arms)
+    for position, spec in enumerate(all_specs):
+        arm = Arm.objects.create(
+            experiment=experiment,
+            position=position,
+            label=spec.label or arm_default_label(spec),
+            method=spec.method,
+            num_speculative_tokens=spec.num_speculative_tokens,
+            params=spec.params,
+        )
+        Run.objects.bulk_create(
+            Run(experiment=experiment, arm=arm, concurrency=level, repetition=rep)
+            for rep in range(1, experiment.repetitions + 1)
+            for level in experiment.concurrency_levels
+        )
+    queue = experiment.worker_queue
+    transaction.on_commit(lambda: experiment_execute.apply_async(args=[experiment.id], queue=queue))
+    return experiment
+
+
+def experiment_mark_running(*, experiment: Experiment) -> None:
+    if experiment.status == Experiment.Status.RUNNING:
+        return
+    _check_transition(EXPERIMENT_TRANSITIONS, experiment.status, Experiment.Status.RUNNING, "Experiment")
+    experiment.status = Experiment.Status.RUNNING
+    experiment.started_at = experiment.started_at or timezone.now()
+    experiment.save(update_fields=["status", "started_at"])
+
+
+def experiment_finish(*, experiment: Experiment) -> Experiment.Status:
+    """Close the experiment once no run is left to do: finished if any run succeeded."""
+    statuses = set(experiment.runs.values_list("status", flat=True))
+    if statuses & {Run.Status.QUEUED, Run.Status.RUNNING}:
+        raise IllegalTransition("Experiment still has runs to do.")
+    new = Experiment.Status.FINISHED if Run.Status.SUCCEEDED in statuses else Experiment.Status.FAILED
+    _check_transition(EXPERIMENT_TRANSITIONS, experiment.status, new, "Experiment")
+    experiment.status = new
+    experiment.finished_at = timezone.now()
+    experiment.save(update_fields=["status", "finished_at"])
+    return new
+
+
+def run_claim(*, run_id: int, worker_host: str) -> bool:
+    """Take a queued run for this worker. False if another worker already has it."""
+    now = timezone.now()
+    changed = Run.objects.filter(id=run_id, status=Run.Status.QUEUED).update(
+        status=Run.Status.RUNNING, started_at=now, heartbeat_at=now, worker_host=worker_host, error=""
+    )
+    if changed:
+        Run.objects.filter(id=run_id).update(attempts=F("attempts") + 1)
+    return bool(changed)
+
+
+def run_heartbeat(*, run_id: int, requests_done: int, requests_total: int) -> None:
+    Run.objects.filter(id=run_id, status=Run.Status.RUNNING).update(
+        heartbeat_at=timezone.now(), requests_done=requests_done, requests_total=requests_total
+    )
+
+
+def _run_close(*, run_id: int, new: str, error: str = "") -> None:
+    run = Run.objects.select_for_update().get(id=run_id)
+    _check_transition(RUN_TRANSITIONS, run.status, new, "Run")
+    run.status = new
+    run.error = error
+    run.finished_at = timezone.now()
+    run.save(update_fields=["status", "error", "finished_at"])
+
+
+def run_mark_succeeded(*, run_id: int) -> None:
+    _run_close(run_id=run_id, new=Run.Status.SUCCEEDED)
+
+
+@transaction.atomic
+def run_mark_failed(*, run_id: int, error: str) -> None:
+    _run_close(run_id=run_id, new=Run.Status.FAILED, error=error)
+
+
+def runs_requeue_stale(*, stale_after: timedelta, max_attempts: int = 3) -> tuple[int, int]:
+    """Runs whose worker stopped sending heartbeats: re-queue them, or fail them after
+    `max_attempts`. Returns (requeued, failed)."""
+    cutoff = timezone.now() - stale_after
+    stale = Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=cutoff)
+    failed = stale.filter(attempts__gte=max_attempts).update(
+        status=Run.Status.FAILED, finished_at=timezone.now(), error="The worker stopped reporting; gave up."
+    )
+    requeued = stale.filter(attempts__lt=max_attempts).update(
+        status=Run.Status.QUEUED, started_at=None, heartbeat_at=None, requests_done=0, worker_host=""
+    )
+    return requeued, failed

@@ -1,0 +1,128 @@
+"""specdash settings, read from SPECDASH_* environment variables (see README)."""
+
+from pathlib import Path
+
+from specdash.env import env_bool, env_float, env_int, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATA_DIR = Path(env_str("SPECDASH_DATA_DIR", str(BASE_DIR / ".specdash")))
+
+SECRET_KEY = env_str("SPECDASH_SECRET_KEY")
+DEBUG = env_bool("SPECDASH_DEBUG", False)
+ALLOWED_HOSTS = env_list("SPECDASH_ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
+CSRF_TRUSTED_ORIGINS = env_list("SPECDASH_CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "experiments",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "specdash.urls"
+WSGI_APPLICATION = "specdash.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.postgresql",
+        "HOST": env_str("SPECDASH_DB_HOST", "127.0.0.1"),
+        "PORT": env_int("SPECDASH_DB_PORT", 54329),
+        "NAME": env_str("SPECDASH_DB_NAME", "specdash"),
+        "USER": env_str("SPECDASH_DB_USER", "specdash"),
+        "PASSWORD": env_str("SPECDASH_DB_PASSWORD", ""),
+        "CONN_MAX_AGE": 60,
+        "CONN_HEALTH_CHECKS": True,
+    }
+}
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "experiments:list"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = DATA_DIR / "staticfiles"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
+
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_HTTPONLY = True
+X_FRAME_OPTIONS = "DENY"
+
+# Celery: Redis broker, one run at a time per worker process, work acknowledged only
+# once done so a killed worker's experiment is delivered again.
+CELERY_BROKER_URL = env_str("SPECDASH_REDIS_URL", "redis://127.0.0.1:63799/0")
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_DEFAULT_QUEUE = "cpu"
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("SPECDASH_VISIBILITY_TIMEOUT_S", 6 * 3600)}
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_IGNORE_RESULT = True
+
+# Workers: where the vLLM runtime lives and how long a run may take.
+SPECDASH_VLLM_PYTHON = env_str("SPECDASH_VLLM_PYTHON", str(BASE_DIR / ".venv-vllm" / "bin" / "python"))
+SPECDASH_MODELS_DIR = Path(env_str("SPECDASH_MODELS_DIR", str(DATA_DIR / "models")))
+SPECDASH_SERVER_START_TIMEOUT_S = env_float("SPECDASH_SERVER_START_TIMEOUT_S", 300.0)
+SPECDASH_RUN_SOFT_TIME_LIMIT_S = env_int("SPECDASH_RUN_SOFT_TIME_LIMIT_S", 3 * 3600)
+SPECDASH_HEARTBEAT_STALE_S = env_int("SPECDASH_HEARTBEAT_STALE_S", 300)
+SPECDASH_CPU_KVCACHE_GIB = env_int("SPECDASH_CPU_KVCACHE_GIB", 2)
+# Model ids or paths outside SPECDASH_MODELS_DIR, and trust_remote_code, only when an
+# administrator allows them for this installation.
+SPECDASH_ALLOW_ANY_MODEL_PATH = env_bool("SPECDASH_ALLOW_ANY_MODEL_PATH", False)
+SPECDASH_ALLOW_TRUST_REMOTE_CODE = env_bool("SPECDASH_ALLOW_TRUST_REMOTE_CODE", False)
+
+CELERY_BEAT_SCHEDULE = {
+    "reap-stale-runs": {"task": "workers.tasks.runs_reap_stale", "schedule": 60.0},
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_str("SPECDASH_LOG_LEVEL", "INFO")},
+}
