@@ -4,6 +4,7 @@ import os
 
 os.environ.setdefault("SPECDASH_SECRET_KEY", "tests-only-secret-key")
 
+from specdash.env import env_str  # noqa: E402
 from specdash.settings import *  # noqa: E402,F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
@@ -11,3 +12,6 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
+
+# A Redis database of its own, so a worker started by "./dev up" never takes test work.
+CELERY_BROKER_URL = env_str("SPECDASH_TEST_REDIS_URL", CELERY_BROKER_URL.rsplit("/", 1)[0] + "/1")  # noqa: F405
