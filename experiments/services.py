@@ -97,6 +97,12 @@ def experiment_finish(*, experiment: Experiment) -> Experiment.Status:
     return new
 
 
+def experiments_without_work() -> list[Experiment]:
+    """Running experiments none of whose runs is queued or running any more."""
+    busy = Run.objects.filter(status__in=[Run.Status.QUEUED, Run.Status.RUNNING])
+    return list(Experiment.objects.filter(status=Experiment.Status.RUNNING).exclude(id__in=busy.values("experiment_id")))
+
+
 def run_claim(*, run_id: int, worker_host: str) -> bool:
     """Take a queued run for this worker. False if another worker already has it."""
     now = timezone.now()
@@ -132,15 +138,19 @@ def run_mark_failed(*, run_id: int, error: str) -> None:
     _run_close(run_id=run_id, new=Run.Status.FAILED, error=error)
 
 
-def runs_requeue_stale(*, stale_after: timedelta, max_attempts: int = 3) -> tuple[int, int]:
-    """Runs whose worker stopped sending heartbeats: re-queue them, or fail them after
-    `max_attempts`. Returns (requeued, failed)."""
+@transaction.atomic
+def runs_requeue_stale(*, stale_after: timedelta, max_attempts: int = 3) -> list[int]:
+    """Runs whose worker stopped sending heartbeats: queue them again, or fail them once
+    they have been tried `max_attempts` times. Returns the ids of the experiments that
+    have runs to do again."""
     cutoff = timezone.now() - stale_after
     stale = Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=cutoff)
-    failed = stale.filter(attempts__gte=max_attempts).update(
-        status=Run.Status.FAILED, finished_at=timezone.now(), error="The worker stopped reporting; gave up."
+    stale.filter(attempts__gte=max_attempts).update(
+        status=Run.Status.FAILED,
+        finished_at=timezone.now(),
+        error=f"The worker stopped reporting (tried {max_attempts} times); gave up.",
     )
-    requeued = stale.filter(attempts__lt=max_attempts).update(
-        status=Run.Status.QUEUED, started_at=None, heartbeat_at=None, requests_done=0, worker_host=""
-    )
-    return requeued, failed
+    requeue = stale.filter(attempts__lt=max_attempts)
+    experiment_ids = sorted(set(requeue.values_list("experiment_id", flat=True)))
+    requeue.update(status=Run.Status.QUEUED, started_at=None, heartbeat_at=None, requests_done=0, worker_host="")
+    return experiment_ids

@@ -1,0 +1,60 @@
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from experiments import services
+from experiments.models import Arm, Experiment
+from experiments.services import ArmSpec
+from experiments.workloads import prompt_set_hash
+
+DEMO_NAME = "Demo: n-gram and draft model against plain decoding (tiny CPU models)"
+
+
+def demo_fields() -> dict:
+    models_dir = settings.SPECDASH_MODELS_DIR
+    return {
+        "name": DEMO_NAME,
+        "description": "Submitted by ./dev up on the demo models the project builds itself.",
+        "target_model": str(models_dir / "target"),
+        "worker_queue": "cpu",
+        "dtype": "float32",
+        "max_model_len": 512,
+        "workload_kind": Experiment.WorkloadKind.BUILTIN,
+        "prompt_set": "code_edit",
+        "prompt_set_hash": prompt_set_hash("code_edit"),
+        "num_prompts": 16,
+        "max_tokens": 64,
+        "temperature": 0.0,
+        "top_p": 1.0,
+        "seed": 0,
+        "concurrency_levels": [1, 4, 16],
+        "repetitions": 2,
+        "warmup_requests": 2,
+    }
+
+
+def demo_arms() -> list[ArmSpec]:
+    draft = str(settings.SPECDASH_MODELS_DIR / "draft")
+    return [
+        ArmSpec(method=Arm.Method.NGRAM, num_speculative_tokens=4, params={"prompt_lookup_min": 2, "prompt_lookup_max": 4}),
+        ArmSpec(method=Arm.Method.DRAFT_MODEL, num_speculative_tokens=4, params={"model": draft}),
+    ]
+
+
+class Command(BaseCommand):
+    help = "Submit the demo experiment (baseline, n-gram k=4, draft model k=4) unless one exists already."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--owner", required=True, help="username of the experiment's owner")
+        parser.add_argument("--force", action="store_true", help="submit another demo even if one exists")
+
+    def handle(self, *, owner, force, **options):
+        user = get_user_model().objects.filter(username=owner).first()
+        if user is None:
+            raise CommandError(f"No user named {owner!r}.")
+        existing = Experiment.objects.filter(name=DEMO_NAME).first()
+        if existing and not force:
+            self.stdout.write(f"The demo experiment exists already (#{existing.id}, {existing.status}).")
+            return
+        experiment = services.experiment_create(owner=user, arms=demo_arms(), **demo_fields())
+        self.stdout.write(f"Submitted the demo experiment #{experiment.id} to the cpu queue.")

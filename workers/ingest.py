@@ -1,0 +1,117 @@
+"""Write one run's measured requests and summary to PostgreSQL, in one transaction.
+
+Request rows go in with COPY. Writing the same run again replaces its rows, so a run
+that is retried is never recorded twice.
+"""
+
+from django.db import connection, transaction
+
+from experiments import stats
+from experiments.models import EnvironmentSnapshot, Experiment, RequestRecord, RunSummary
+from workers.loadgen import LoadResult, RequestResult
+from workers.prom import SpecCounters
+
+REQUEST_COLUMNS = (
+    "run_id",
+    "prompt_index",
+    "input_tokens",
+    "output_tokens",
+    "sent_at_s",
+    "ttft_ms",
+    "e2e_ms",
+    "tpot_ms",
+    "chunk_times_ms",
+    "chunk_tokens",
+    "finish_reason",
+    "error",
+    "spec_acceptance_length",
+    "spec_accepted_per_step",
+    "spec_proposed_per_step",
+)
+
+
+def _request_row(run_id: int, r: RequestResult) -> tuple:
+    return (
+        run_id,
+        r.prompt_index,
+        r.input_tokens,
+        r.output_tokens,
+        r.sent_at_s,
+        r.ttft_ms,
+        r.e2e_ms,
+        r.tpot_ms,
+        list(r.chunk_times_ms),
+        list(r.chunk_tokens),
+        r.finish_reason or "",
+        r.error or "",
+        r.spec_acceptance_length,
+        r.spec_accepted_per_step,
+        r.spec_proposed_per_step,
+    )
+
+
+def _copy_requests(run_id: int, requests: list[RequestResult]) -> None:
+    table = RequestRecord._meta.db_table
+    sql = f"COPY {table} ({', '.join(REQUEST_COLUMNS)}) FROM STDIN"
+    with connection.cursor() as cursor:
+        with cursor.cursor.copy(sql) as copy:
+            for request in requests:
+                copy.write_row(_request_row(run_id, request))
+
+
+def meets_slos(r: RequestResult, experiment: Experiment) -> bool:
+    """A request counts toward goodput when it succeeded and met every SLO that is set."""
+    if r.error:
+        return False
+    limits = (
+        (experiment.slo_ttft_ms, r.ttft_ms),
+        (experiment.slo_tpot_ms, r.tpot_ms),
+        (experiment.slo_e2e_ms, r.e2e_ms),
+    )
+    return all(value is not None and value <= limit for limit, value in limits if limit is not None)
+
+
+def _latency_fields(prefix: str, values: list[float]) -> dict:
+    summary = stats.summarise(values) or {"mean": None, "p50": None, "p90": None, "p99": None}
+    return {f"{prefix}_{key}_ms": summary[key] for key in ("mean", "p50", "p90", "p99")}
+
+
+def summary_fields(load: LoadResult, counters: SpecCounters, experiment: Experiment) -> dict:
+    """The RunSummary columns, computed from the measured requests and counter differences."""
+    ok = [r for r in load.requests if not r.error]
+    duration = load.duration_s
+    chunk_tokens = [n for r in ok for n in r.chunk_tokens]
+    fields = {
+        "duration_s": duration,
+        "completed": len(ok),
+        "failed": len(load.requests) - len(ok),
+        "total_input_tokens": sum(r.input_tokens for r in ok),
+        "total_output_tokens": sum(r.output_tokens for r in ok),
+        "request_throughput": len(ok) / duration if duration > 0 else 0.0,
+        "output_throughput": sum(r.output_tokens for r in ok) / duration if duration > 0 else 0.0,
+        "goodput": None,
+        "tokens_per_chunk_mean": sum(chunk_tokens) / len(chunk_tokens) if chunk_tokens else None,
+        "spec_num_drafts": counters.num_drafts,
+        "spec_num_draft_tokens": counters.num_draft_tokens,
+        "spec_num_accepted_tokens": counters.num_accepted_tokens,
+        "spec_accepted_per_pos": list(counters.accepted_per_pos),
+    }
+    if experiment.has_slos and duration > 0:
+        fields["goodput"] = sum(meets_slos(r, experiment) for r in load.requests) / duration
+    fields |= _latency_fields("ttft", [r.ttft_ms for r in ok if r.ttft_ms is not None])
+    fields |= _latency_fields("tpot", [r.tpot_ms for r in ok if r.tpot_ms is not None])
+    fields |= _latency_fields("itl", [gap for r in ok for gap in stats.itl_ms(r.chunk_times_ms)])
+    fields |= _latency_fields("e2e", [r.e2e_ms for r in ok if r.e2e_ms is not None])
+    return fields
+
+
+@transaction.atomic
+def ingest_run(
+    *, run_id: int, load: LoadResult, counters: SpecCounters, environment: dict, experiment: Experiment
+) -> RunSummary:
+    RequestRecord.objects.filter(run_id=run_id).delete()
+    RunSummary.objects.filter(run_id=run_id).delete()
+    EnvironmentSnapshot.objects.filter(run_id=run_id).delete()
+    _copy_requests(run_id, load.requests)
+    EnvironmentSnapshot.objects.create(run_id=run_id, **environment)
+    return RunSummary.objects.create(run_id=run_id, **summary_fields(load, counters, experiment))
