@@ -1,0 +1,96 @@
+"""Through the real parts: PostgreSQL, Redis, a Celery worker process and vLLM servers."""
+
+import subprocess
+
+import pytest
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db.models import Sum
+
+from experiments import services
+from experiments.models import Arm, EnvironmentSnapshot, Experiment, RequestRecord, Run, RunSummary
+from experiments.services import ArmSpec
+from experiments.workloads import prompt_set_hash
+from tests.worker_fixtures import celery_worker_process, wait_for_experiment  # noqa: F401
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+TARGET = settings.SPECDASH_MODELS_DIR / "target"
+DRAFT = settings.SPECDASH_MODELS_DIR / "draft"
+
+
+def _fields(**overrides) -> dict:
+    fields = {
+        "name": "integration",
+        "target_model": str(TARGET),
+        "worker_queue": "cpu",
+        "dtype": "float32",
+        "max_model_len": 512,
+        "workload_kind": Experiment.WorkloadKind.BUILTIN,
+        "prompt_set": "code_edit",
+        "prompt_set_hash": prompt_set_hash("code_edit"),
+        "num_prompts": 6,
+        "max_tokens": 32,
+        "temperature": 0.0,
+        "seed": 0,
+        "concurrency_levels": [1, 4],
+        "repetitions": 1,
+        "warmup_requests": 1,
+    }
+    return fields | overrides
+
+
+@pytest.fixture
+def owner():
+    return get_user_model().objects.create_user(username="runner", password="pw-for-tests")
+
+
+def test_server_that_cannot_start_fails_its_runs_with_the_log_tail(celery_worker_process, owner):
+    missing = settings.SPECDASH_MODELS_DIR / "no-such-model"
+    experiment = services.experiment_create(
+        owner=owner, arms=[ArmSpec(method=Arm.Method.NGRAM, num_speculative_tokens=2)], **_fields(target_model=str(missing))
+    )
+
+    experiment = wait_for_experiment(experiment.id, timeout_s=300)
+
+    assert experiment.status == Experiment.Status.FAILED
+    runs = list(experiment.runs.all())
+    assert len(runs) == 4
+    for run in runs:
+        assert run.status == Run.Status.FAILED
+        assert "did not start" in run.error
+        assert "Last lines of its log" in run.error
+    assert "received experiment" in celery_worker_process.read_text()
+    assert str(missing) not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+
+
+@pytest.mark.skipif(not (TARGET / "config.json").exists(), reason="demo models not built (./dev test builds them)")
+def test_experiment_runs_end_to_end_on_real_vllm(celery_worker_process, owner):
+    arms = [
+        ArmSpec(method=Arm.Method.NGRAM, num_speculative_tokens=3, params={"prompt_lookup_min": 2, "prompt_lookup_max": 4}),
+        ArmSpec(method=Arm.Method.DRAFT_MODEL, num_speculative_tokens=3, params={"model": str(DRAFT)}),
+    ]
+    experiment = services.experiment_create(owner=owner, arms=arms, **_fields())
+
+    experiment = wait_for_experiment(experiment.id, timeout_s=1200)
+
+    assert experiment.status == Experiment.Status.FINISHED
+    runs = list(experiment.runs.select_related("arm", "summary"))
+    assert len(runs) == 3 * 2
+    assert {run.status for run in runs} == {Run.Status.SUCCEEDED}
+    for run in runs:
+        rows = RequestRecord.objects.filter(run=run)
+        assert rows.count() == experiment.num_prompts
+        summary = run.summary
+        assert summary.completed + summary.failed == rows.count()
+        assert summary.total_output_tokens == rows.filter(error="").aggregate(n=Sum("output_tokens"))["n"]
+        assert EnvironmentSnapshot.objects.get(run=run).vllm_version
+        if run.arm.is_baseline:
+            assert not summary.spec_num_drafts
+            continue
+        per_pos = summary.spec_accepted_per_pos
+        assert summary.spec_num_drafts > 0 and len(per_pos) == 3
+        assert all(a >= b for a, b in zip(per_pos, per_pos[1:])), per_pos
+        assert sum(per_pos) == summary.spec_num_accepted_tokens
+        assert all(r.spec_accepted_per_step for r in rows)
+    assert RunSummary.objects.filter(run__experiment=experiment).count() == 6
