@@ -269,3 +269,49 @@ class EnvironmentSnapshot(models.Model):
 
     def __str__(self):
         return f"environment of {self.run}"
+
+
+class SpeedupEstimate(models.Model):
+    """Speedup of one arm over the baseline at one concurrency level, with its interval.
+    Above 1 always means the arm is better. Computed once when the experiment ends."""
+
+    class Metric(models.TextChoices):
+        TPOT = "tpot", "TPOT"
+        E2E = "e2e", "End-to-end latency"
+        TTFT = "ttft", "TTFT"
+        OUTPUT_THROUGHPUT = "output_throughput", "Output throughput"
+        REQUEST_THROUGHPUT = "request_throughput", "Request throughput"
+
+    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="speedups")
+    arm = models.ForeignKey(Arm, on_delete=models.CASCADE, related_name="speedups")
+    concurrency = models.PositiveIntegerField()
+    metric = models.CharField(max_length=32, choices=Metric.choices)
+    point = models.FloatField(null=True)
+    ci_low = models.FloatField(null=True)
+    ci_high = models.FloatField(null=True)
+    n_pairs = models.PositiveIntegerField(default=0)
+    n_repetitions = models.PositiveIntegerField(default=0)
+    note = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["arm__position", "metric", "concurrency"]
+        constraints = [
+            models.UniqueConstraint(fields=["arm", "concurrency", "metric"], name="speedup_unique_cell"),
+        ]
+
+    def __str__(self):
+        return f"{self.arm} {self.metric} @ {self.concurrency}"
+
+
+class ExperimentAnalysis(models.Model):
+    """What the experiment page shows beyond the run summaries: verdicts and chart series,
+    derived from the recorded requests once, when the experiment ends."""
+
+    experiment = models.OneToOneField(Experiment, on_delete=models.CASCADE, related_name="analysis")
+    computed_at = models.DateTimeField(auto_now=True)
+    verdicts = models.JSONField(default=list)
+    series = models.JSONField(default=dict)
+    warnings = models.JSONField(default=list)
+
+    def __str__(self):
+        return f"analysis of {self.experiment}"

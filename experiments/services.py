@@ -7,6 +7,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from experiments.analysis import experiment_analyse
 from experiments.models import Arm, Experiment, IllegalTransition, Run
 
 RUN_TRANSITIONS = {
@@ -94,6 +95,8 @@ def experiment_finish(*, experiment: Experiment) -> Experiment.Status:
     experiment.status = new
     experiment.finished_at = timezone.now()
     experiment.save(update_fields=["status", "finished_at"])
+    if new == Experiment.Status.FINISHED:
+        experiment_analyse(experiment=experiment)
     return new
 
 
