@@ -1,0 +1,91 @@
+"""Admin: experiments are created through the form (which adds arms, runs and the dispatch),
+and measured results are written only by workers, so almost everything here is read-only."""
+
+from django.contrib import admin
+
+from experiments.models import Arm, EnvironmentSnapshot, Experiment, RequestRecord, Run, RunSummary
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+class ArmInline(admin.TabularInline):
+    model = Arm
+    fields = ["position", "label", "method", "num_speculative_tokens", "params"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Experiment)
+class ExperimentAdmin(admin.ModelAdmin):
+    list_display = ["id", "name", "status", "target_model", "worker_queue", "owner", "created_at"]
+    list_filter = ["status", "worker_queue", "workload_kind"]
+    search_fields = ["name", "target_model", "owner__username"]
+    list_select_related = ["owner"]
+    date_hierarchy = "created_at"
+    inlines = [ArmInline]
+    # Only the wording may change: the protocol is what the results were measured under.
+    fields = [
+        "name", "description", "owner", "status", "created_at", "started_at", "finished_at",
+        "target_model", "worker_queue", "dtype", "max_model_len",
+        "workload_kind", "prompt_set", "prompt_set_hash", "synthetic_input_len", "num_prompts", "max_tokens",
+        "ignore_eos", "temperature", "top_p", "seed", "concurrency_levels", "repetitions", "warmup_requests",
+        "request_rate", "slo_ttft_ms", "slo_tpot_ms", "slo_e2e_ms",
+    ]
+    readonly_fields = [name for name in fields if name not in ("name", "description")]
+
+    def has_add_permission(self, request):
+        return False
+
+
+@admin.register(Arm)
+class ArmAdmin(ReadOnlyAdmin):
+    list_display = ["label", "experiment", "position", "method", "num_speculative_tokens"]
+    list_filter = ["method"]
+    list_select_related = ["experiment"]
+    search_fields = ["label", "experiment__name"]
+
+
+@admin.register(Run)
+class RunAdmin(ReadOnlyAdmin):
+    list_display = [
+        "id", "experiment", "arm", "concurrency", "repetition", "status", "worker_host",
+        "requests_done", "requests_total", "attempts", "heartbeat_at",
+    ]
+    list_filter = ["status", "worker_host"]
+    list_select_related = ["experiment", "arm"]
+    search_fields = ["experiment__name", "arm__label", "worker_host"]
+
+
+@admin.register(RunSummary)
+class RunSummaryAdmin(ReadOnlyAdmin):
+    list_display = [
+        "run", "completed", "failed", "request_throughput", "output_throughput", "ttft_p50_ms", "tpot_p50_ms",
+    ]
+    list_select_related = ["run__arm"]
+    raw_id_fields = ["run"]
+
+
+@admin.register(RequestRecord)
+class RequestRecordAdmin(ReadOnlyAdmin):
+    list_display = ["id", "run", "prompt_index", "output_tokens", "ttft_ms", "e2e_ms", "finish_reason"]
+    list_select_related = ["run__arm"]
+    raw_id_fields = ["run"]
+    # Request tables grow to millions of rows: skip the exact count on every page.
+    show_full_result_count = False
+
+
+@admin.register(EnvironmentSnapshot)
+class EnvironmentSnapshotAdmin(ReadOnlyAdmin):
+    list_display = ["run", "host_name", "gpu_name", "vllm_version", "captured_at"]
+    list_select_related = ["run__arm"]
+    raw_id_fields = ["run"]

@@ -1,0 +1,339 @@
+"""Validation and normalisation of what the browser sends. No side effects."""
+
+import os
+import re
+from pathlib import PurePosixPath
+
+from django import forms
+from django.conf import settings
+
+from experiments import workloads
+from experiments.models import Arm, Experiment
+from experiments.services import ArmSpec, arm_default_label
+
+MAX_CONCURRENCY = 1024
+MAX_CONCURRENCY_LEVELS = 12
+MAX_ARMS = 8
+
+DTYPE_CHOICES = [
+    ("auto", "auto"),
+    ("float32", "float32"),
+    ("bfloat16", "bfloat16"),
+    ("float16", "float16"),
+]
+SPECULATIVE_METHODS = [(value, label) for value, label in Arm.Method.choices if value != Arm.Method.BASELINE]
+# Which arm fields each method uses; the others are ignored (and hidden in the page).
+# Methods that take a path ("model" in vLLM's speculative config) map to what it points at.
+NGRAM_METHODS = {Arm.Method.NGRAM}
+PATH_METHODS = {
+    Arm.Method.DRAFT_MODEL: "draft model",
+    Arm.Method.EAGLE: "EAGLE head",
+    Arm.Method.EAGLE3: "EAGLE-3 head",
+}
+
+
+def default_target_model() -> str:
+    return str(settings.SPECDASH_MODELS_DIR / "target")
+
+
+def reject_markup(value: str) -> str:
+    if "<" in value or ">" in value:
+        raise forms.ValidationError("Must not contain < or >.")
+    return value
+
+
+def clean_model_path(value: str) -> str:
+    """A model path on the worker. Unless the installation allows any path or model id,
+    it must lie inside SPECDASH_MODELS_DIR."""
+    value = reject_markup(value.strip())
+    if settings.SPECDASH_ALLOW_ANY_MODEL_PATH:
+        return os.path.normpath(value) if value.startswith("/") else value
+    models_dir = PurePosixPath(os.path.normpath(settings.SPECDASH_MODELS_DIR))
+    if not value.startswith("/"):
+        raise forms.ValidationError(
+            f"Give an absolute path inside {models_dir}. Model ids and other paths are only "
+            "allowed when the administrator sets SPECDASH_ALLOW_ANY_MODEL_PATH."
+        )
+    path = PurePosixPath(os.path.normpath(value))
+    if path == models_dir or not path.is_relative_to(models_dir):
+        raise forms.ValidationError(
+            f"The path must lie inside {models_dir}. Other paths are only allowed when the "
+            "administrator sets SPECDASH_ALLOW_ANY_MODEL_PATH."
+        )
+    return str(path)
+
+
+def parse_concurrency_levels(text: str) -> list[int]:
+    tokens = [t for t in re.split(r"[,\s]+", text.strip()) if t]
+    if not tokens:
+        raise forms.ValidationError("Give at least one concurrency level.")
+    levels = []
+    for token in tokens:
+        if not re.fullmatch(r"[+-]?\d+", token):
+            raise forms.ValidationError(f"“{token}” is not a whole number.")
+        level = int(token)
+        if level < 1:
+            raise forms.ValidationError(f"Concurrency must be at least 1 (got {level}).")
+        if level > MAX_CONCURRENCY:
+            raise forms.ValidationError(f"Concurrency must be at most {MAX_CONCURRENCY} (got {level}).")
+        if level in levels:
+            raise forms.ValidationError(f"{level} is listed twice.")
+        levels.append(level)
+    if len(levels) > MAX_CONCURRENCY_LEVELS:
+        raise forms.ValidationError(f"At most {MAX_CONCURRENCY_LEVELS} levels (got {len(levels)}).")
+    return sorted(levels)
+
+
+def _drop_errors(form: forms.Form, names) -> None:
+    """Forget errors of fields the chosen option does not use: the page hides them, and
+    their values are not stored."""
+    for name in names:
+        form.errors.pop(name, None)
+
+
+def _positive(value, what: str):
+    if value is not None and value <= 0:
+        raise forms.ValidationError(f"{what} must be greater than 0.")
+    return value
+
+
+class ExperimentForm(forms.Form):
+    """The experiment's own settings; `experiment_fields()` gives the Experiment model fields."""
+
+    name = forms.CharField(max_length=200, validators=[reject_markup])
+    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+
+    target_model = forms.CharField(
+        max_length=500,
+        initial=default_target_model,
+        help_text="Path of the model directory on the worker host.",
+    )
+    worker_queue = forms.SlugField(
+        max_length=64, initial="cpu", help_text="Celery queue of the worker pool, e.g. cpu or h100."
+    )
+    dtype = forms.ChoiceField(choices=DTYPE_CHOICES, initial="auto")
+    max_model_len = forms.IntegerField(min_value=16, max_value=1_048_576, initial=512, label="Max model length")
+
+    workload_kind = forms.ChoiceField(
+        choices=Experiment.WorkloadKind.choices,
+        initial=Experiment.WorkloadKind.BUILTIN,
+        widget=forms.RadioSelect,
+        label="Workload",
+    )
+    prompt_set = forms.ChoiceField(choices=workloads.prompt_set_choices, required=False)
+    synthetic_input_len = forms.IntegerField(
+        min_value=1, max_value=1_048_576, required=False, label="Input length (tokens)"
+    )
+    max_tokens = forms.IntegerField(min_value=1, max_value=1_048_576, initial=128, label="Output length (max_tokens)")
+    num_prompts = forms.IntegerField(
+        min_value=1, max_value=10_000, initial=50, label="Prompts per level",
+        help_text="Measured requests per concurrency level and repetition.",
+    )
+    ignore_eos = forms.BooleanField(
+        required=False, label="ignore_eos", help_text="Always generate max_tokens; distorts acceptance."
+    )
+
+    temperature = forms.FloatField(min_value=0.0, max_value=2.0, initial=0.0)
+    top_p = forms.FloatField(initial=1.0, label="Top-p")
+    seed = forms.IntegerField(min_value=0, max_value=2**31 - 1, initial=0)
+
+    concurrency_levels = forms.CharField(
+        initial="1, 4, 16", help_text=f"Comma-separated, 1 to {MAX_CONCURRENCY}, at most {MAX_CONCURRENCY_LEVELS}."
+    )
+    repetitions = forms.IntegerField(min_value=1, max_value=10, initial=1)
+    warmup_requests = forms.IntegerField(min_value=0, max_value=1000, initial=2, label="Warm-up requests")
+    request_rate = forms.FloatField(
+        required=False, max_value=100_000, label="Request rate (req/s)",
+        help_text="Poisson arrivals; empty sends as fast as the concurrency allows.",
+    )
+
+    slo_ttft_ms = forms.FloatField(required=False, label="TTFT SLO (ms)")
+    slo_tpot_ms = forms.FloatField(required=False, label="TPOT SLO (ms)")
+    slo_e2e_ms = forms.FloatField(required=False, label="E2E SLO (ms)")
+
+    def clean_target_model(self):
+        return clean_model_path(self.cleaned_data["target_model"])
+
+    def clean_top_p(self):
+        top_p = self.cleaned_data["top_p"]
+        if not 0 < top_p <= 1:
+            raise forms.ValidationError("Top-p must be greater than 0 and at most 1.")
+        return top_p
+
+    def clean_concurrency_levels(self):
+        return parse_concurrency_levels(self.cleaned_data["concurrency_levels"])
+
+    def clean_request_rate(self):
+        return _positive(self.cleaned_data["request_rate"], "The request rate")
+
+    def clean_slo_ttft_ms(self):
+        return _positive(self.cleaned_data["slo_ttft_ms"], "The TTFT SLO")
+
+    def clean_slo_tpot_ms(self):
+        return _positive(self.cleaned_data["slo_tpot_ms"], "The TPOT SLO")
+
+    def clean_slo_e2e_ms(self):
+        return _positive(self.cleaned_data["slo_e2e_ms"], "The E2E SLO")
+
+    def clean(self):
+        cleaned = super().clean()
+        if cleaned.get("workload_kind") == Experiment.WorkloadKind.SYNTHETIC:
+            self._clean_synthetic(cleaned)
+        elif cleaned.get("workload_kind") == Experiment.WorkloadKind.BUILTIN:
+            self._clean_builtin(cleaned)
+        self._check_fits_model_len(cleaned)
+        return cleaned
+
+    def _clean_synthetic(self, cleaned):
+        _drop_errors(self, ["prompt_set"])
+        cleaned["prompt_set"] = ""
+        cleaned["prompt_set_hash"] = ""
+        if cleaned.get("synthetic_input_len") is None and "synthetic_input_len" not in self.errors:
+            self.add_error("synthetic_input_len", "Synthetic prompts need an input length.")
+
+    def _clean_builtin(self, cleaned):
+        _drop_errors(self, ["synthetic_input_len"])
+        cleaned["synthetic_input_len"] = None
+        if not cleaned.get("prompt_set"):
+            self.add_error("prompt_set", "Choose a prompt set.")
+            return
+        cleaned["prompt_set_hash"] = workloads.prompt_set_hash(cleaned["prompt_set"])
+
+    def _check_fits_model_len(self, cleaned):
+        max_tokens, max_model_len = cleaned.get("max_tokens"), cleaned.get("max_model_len")
+        if max_tokens is None or max_model_len is None:
+            return
+        if cleaned.get("workload_kind") == Experiment.WorkloadKind.SYNTHETIC:
+            input_len = cleaned.get("synthetic_input_len")
+            if input_len is not None and max_tokens + input_len > max_model_len:
+                self.add_error(
+                    "max_tokens",
+                    f"max_tokens ({max_tokens}) plus the input length ({input_len}) must fit in the "
+                    f"max model length ({max_model_len}).",
+                )
+        elif max_tokens >= max_model_len:
+            self.add_error(
+                "max_tokens",
+                f"max_tokens ({max_tokens}) must leave room for the prompt in the max model length ({max_model_len}).",
+            )
+
+    def experiment_fields(self) -> dict:
+        """Keyword arguments for services.experiment_create (model fields of Experiment)."""
+        return {name: self.cleaned_data[name] for name in [*self.fields, "prompt_set_hash"]}
+
+
+class ArmForm(forms.Form):
+    """One speculative arm. Only the fields its method uses end up in the ArmSpec."""
+
+    method = forms.ChoiceField(choices=SPECULATIVE_METHODS, initial=Arm.Method.NGRAM)
+    num_speculative_tokens = forms.IntegerField(min_value=1, max_value=16, initial=4, label="k")
+    prompt_lookup_min = forms.IntegerField(min_value=1, max_value=64, initial=2, required=False, label="Lookup min")
+    prompt_lookup_max = forms.IntegerField(min_value=1, max_value=64, initial=4, required=False, label="Lookup max")
+    model = forms.CharField(max_length=500, required=False, label="Draft / head path")
+    label = forms.CharField(
+        max_length=100, required=False, validators=[reject_markup], help_text="Empty: method and k."
+    )
+
+    def clean(self):
+        cleaned = super().clean()
+        method = cleaned.get("method")
+        if method not in NGRAM_METHODS:
+            _drop_errors(self, ["prompt_lookup_min", "prompt_lookup_max"])
+        if method not in PATH_METHODS:
+            _drop_errors(self, ["model"])
+        if method in NGRAM_METHODS:
+            self._clean_ngram(cleaned)
+        if method in PATH_METHODS:
+            self._clean_path(cleaned)
+        return cleaned
+
+    def _clean_ngram(self, cleaned):
+        low, high = cleaned.get("prompt_lookup_min"), cleaned.get("prompt_lookup_max")
+        for name, value in (("prompt_lookup_min", low), ("prompt_lookup_max", high)):
+            if value is None and name not in self.errors:
+                self.add_error(name, "n-gram arms need this.")
+        if low is not None and high is not None and low > high:
+            self.add_error("prompt_lookup_min", f"Lookup min ({low}) must not exceed lookup max ({high}).")
+
+    def _clean_path(self, cleaned):
+        path = cleaned.get("model", "")
+        if not path:
+            self.add_error("model", f"Give the path of the {PATH_METHODS[cleaned['method']]}.")
+            return
+        try:
+            cleaned["model"] = clean_model_path(path)
+        except forms.ValidationError as error:
+            self.add_error("model", error)
+
+    def arm_spec(self) -> ArmSpec:
+        method = self.cleaned_data["method"]
+        params = {}
+        if method in NGRAM_METHODS:
+            params = {
+                "prompt_lookup_min": self.cleaned_data["prompt_lookup_min"],
+                "prompt_lookup_max": self.cleaned_data["prompt_lookup_max"],
+            }
+        elif method in PATH_METHODS:
+            params = {"model": self.cleaned_data["model"]}
+        return ArmSpec(
+            method=method,
+            num_speculative_tokens=self.cleaned_data["num_speculative_tokens"],
+            params=params,
+            label=self.cleaned_data["label"].strip(),
+        )
+
+
+class BaseArmFormSet(forms.BaseFormSet):
+    def __init__(self, *args, **kwargs):
+        # Every row the page submits is an arm the user wants: an untouched default row
+        # is validated like any other, not skipped as "empty".
+        kwargs.setdefault("form_kwargs", {})["empty_permitted"] = False
+        super().__init__(*args, **kwargs)
+
+    def live_forms(self) -> list[ArmForm]:
+        return [form for form in self.forms if not form.cleaned_data.get("DELETE")]
+
+    def clean(self):
+        if any(self.errors):
+            return
+        forms_ = self.live_forms()
+        if not forms_:
+            raise forms.ValidationError("Add at least one speculative arm; the baseline is added for you.")
+        self._check_duplicates(forms_)
+
+    def _check_duplicates(self, forms_):
+        configs, labels = set(), {"baseline"}
+        for form in forms_:
+            spec = form.arm_spec()
+            config = (spec.method, spec.num_speculative_tokens, tuple(sorted(spec.params.items())))
+            if config in configs:
+                form.add_error(None, "Another arm has the same method, k and parameters.")
+                continue
+            configs.add(config)
+            label = spec.label or arm_default_label(spec)
+            if label in labels:
+                form.add_error("label", f"Another arm is already labelled “{label}”; give this one its own label.")
+            labels.add(label)
+
+    def arm_specs(self) -> list[ArmSpec]:
+        return [form.arm_spec() for form in self.live_forms()]
+
+
+ArmFormSet = forms.formset_factory(
+    ArmForm,
+    formset=BaseArmFormSet,
+    extra=0,
+    min_num=1,
+    max_num=MAX_ARMS,
+    validate_max=True,
+    can_delete=True,
+)
+ARM_FORMSET_PREFIX = "arms"
+
+
+class ExperimentFilterForm(forms.Form):
+    """The history page's filters (GET)."""
+
+    status = forms.ChoiceField(choices=[("", "Any status"), *Experiment.Status.choices], required=False)
+    owner = forms.ChoiceField(choices=[("", "Everyone"), ("mine", "Mine")], required=False)
+    q = forms.CharField(required=False, max_length=200, label="Search")

@@ -1,0 +1,73 @@
+// The experiment form: add and remove speculative arms (a Django formset), and show only
+// the fields that the chosen arm method and workload use. Hidden fields keep their values.
+(function () {
+  "use strict";
+
+  const form = document.getElementById("experiment-form");
+  if (!form) return;
+  document.documentElement.classList.add("js");
+
+  const prefix = form.dataset.armsPrefix;
+  const armList = document.getElementById("arm-list");
+  const template = document.getElementById("arm-template");
+  const addButton = document.getElementById("add-arm");
+  const totalForms = form.querySelector(`input[name="${prefix}-TOTAL_FORMS"]`);
+  const maxForms = Number(form.querySelector(`input[name="${prefix}-MAX_NUM_FORMS"]`).value);
+
+  function visibleArms() {
+    return armList.querySelectorAll("[data-arm]:not([hidden])");
+  }
+
+  function showMethodFields(arm) {
+    const method = arm.querySelector("select[name$='-method']").value;
+    arm.querySelectorAll("[data-methods]").forEach((field) => {
+      field.hidden = !field.dataset.methods.split(" ").includes(method);
+    });
+  }
+
+  function updateAddButton() {
+    addButton.disabled = visibleArms().length >= maxForms;
+  }
+
+  function addArm() {
+    const index = Number(totalForms.value);
+    armList.insertAdjacentHTML("beforeend", template.innerHTML.replace(/__prefix__/g, String(index)));
+    totalForms.value = String(index + 1);
+    const arm = armList.lastElementChild;
+    showMethodFields(arm);
+    updateAddButton();
+    arm.querySelector("select").focus();
+  }
+
+  // Every row is unsaved, but ticking DELETE (instead of removing the row) keeps the
+  // formset's numbering intact; the server ignores deleted rows.
+  function removeArm(arm) {
+    arm.querySelector("input[name$='-DELETE']").checked = true;
+    arm.hidden = true;
+    updateAddButton();
+  }
+
+  function showWorkloadFields() {
+    const checked = form.querySelector("input[name='workload_kind']:checked");
+    const kind = checked ? checked.value : "";
+    form.querySelectorAll("[data-workload]").forEach((field) => {
+      field.hidden = field.dataset.workload !== kind;
+    });
+  }
+
+  addButton.addEventListener("click", addArm);
+  armList.addEventListener("click", (event) => {
+    const button = event.target.closest(".arm-remove");
+    if (button) removeArm(button.closest("[data-arm]"));
+  });
+  armList.addEventListener("change", (event) => {
+    if (event.target.matches("select[name$='-method']")) showMethodFields(event.target.closest("[data-arm]"));
+  });
+  form.querySelectorAll("input[name='workload_kind']").forEach((radio) => {
+    radio.addEventListener("change", showWorkloadFields);
+  });
+
+  armList.querySelectorAll("[data-arm]").forEach(showMethodFields);
+  showWorkloadFields();
+  updateAddButton();
+})();

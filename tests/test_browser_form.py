@@ -1,0 +1,102 @@
+"""The experiment form in real Chromium: log in, build the arms in the page, submit, and
+find the experiment in the history."""
+
+import os
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from experiments.models import Experiment
+from tests.factories import PASSWORD
+
+# Playwright's sync API runs an event loop in this thread; the ORM calls here are plain.
+os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+DRAFT_PATH = str(settings.SPECDASH_MODELS_DIR / "draft")
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1200, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    yield page
+    context.close()
+
+
+def _shot(page, name):
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=ARTIFACTS / f"{name}.png", full_page=True)
+
+
+def _arm(page, index, field):
+    return page.locator(f"[name='arms-{index}-{field}']")
+
+
+def test_define_and_submit_an_experiment(page, live_server, user, celery_dispatch):
+    page.goto(f"{live_server.url}/")
+    assert "/login/" in page.url
+    page.fill("#id_username", user.username)
+    page.fill("#id_password", PASSWORD)
+    _shot(page, "01-login")
+    page.click(".login [type=submit]")
+    page.wait_for_url(f"{live_server.url}/")
+
+    page.click("text=New experiment")
+    page.fill("#id_name", "browser: n-gram vs draft")
+    page.fill("#id_concurrency_levels", "1, 4, 4")
+
+    # The first arm: n-gram, k=4, with its lookup fields shown and no path field.
+    _arm(page, 0, "method").select_option("ngram")
+    _arm(page, 0, "num_speculative_tokens").fill("4")
+    assert _arm(page, 0, "prompt_lookup_min").is_visible()
+    assert not _arm(page, 0, "model").is_visible()
+
+    # A second arm: draft model, k=4, with its path.
+    page.click("#add-arm")
+    _arm(page, 1, "method").select_option("draft_model")
+    _arm(page, 1, "num_speculative_tokens").fill("4")
+    _arm(page, 1, "model").fill(DRAFT_PATH)
+    assert not _arm(page, 1, "prompt_lookup_min").is_visible()
+
+    # A third arm, typed into and removed again.
+    page.click("#add-arm")
+    _arm(page, 2, "label").fill("throw away")
+    page.locator("[data-arm]").nth(2).locator(".arm-remove").click()
+    assert not _arm(page, 2, "label").is_visible()
+    assert page.locator("[name='arms-TOTAL_FORMS']").input_value() == "3"
+    assert _arm(page, 1, "model").input_value() == DRAFT_PATH
+    assert _arm(page, 1, "method").input_value() == "draft_model"
+    _shot(page, "02-form-filled")
+
+    # The duplicate concurrency level is refused next to its field; the arms survive.
+    page.click("#experiment-form [type=submit]")
+    page.wait_for_selector("#id_concurrency_levels_errors")
+    assert "4 is listed twice." in page.inner_text("#id_concurrency_levels_errors")
+    assert _arm(page, 1, "model").input_value() == DRAFT_PATH
+    assert not _arm(page, 1, "prompt_lookup_min").is_visible()
+    assert not _arm(page, 2, "label").is_visible()
+    assert not Experiment.objects.exists()
+    _shot(page, "03-form-refused")
+
+    page.fill("#id_concurrency_levels", "1, 4")
+    page.click("#experiment-form [type=submit]")
+    page.wait_for_selector(".message.success")
+    experiment = Experiment.objects.get()
+    assert page.url == f"{live_server.url}/experiments/{experiment.pk}/"
+    assert [(a.method, a.num_speculative_tokens) for a in experiment.arms.all()] == [
+        ("baseline", None), ("ngram", 4), ("draft_model", 4),
+    ]  # fmt: skip
+    assert experiment.arms.get(method="draft_model").params == {"model": DRAFT_PATH}
+    celery_dispatch.assert_called_once_with(args=[experiment.id], queue="cpu")
+    _shot(page, "04-detail")
+
+    page.click("text=History")
+    row = page.locator("#experiment-table tr", has_text="browser: n-gram vs draft")
+    assert row.count() == 1
+    assert "n-gram lookup k=4" in row.inner_text() and "Draft model k=4" in row.inner_text()
+    _shot(page, "05-history")

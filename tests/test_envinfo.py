@@ -1,0 +1,81 @@
+import platform
+import sys
+
+import pytest
+
+from workers.envinfo import capture_environment, interpreter_versions, parse_cuda_version, parse_gpu_query
+
+# experiments.models.EnvironmentSnapshot, without `run` and `captured_at`.
+SNAPSHOT_FIELDS = {
+    "host_name", "cpu_model", "cpu_count", "gpu_name", "gpu_count", "gpu_memory_mb", "gpu_driver",
+    "cuda_version", "vllm_version", "torch_version", "python_version", "server_command",
+}  # fmt: skip
+
+NVIDIA_SMI_BANNER = """\
++-----------------------------------------------------------------------------------------+
+| NVIDIA-SMI 550.54.15              Driver Version: 550.54.15      CUDA Version: 12.4     |
+|-----------------------------------------+------------------------+----------------------+
+"""
+
+
+def test_parse_gpu_query():
+    csv = "NVIDIA H100 80GB HBM3, 81559, 550.54.15\nNVIDIA H100 80GB HBM3, 81559, 550.54.15\n"
+    assert parse_gpu_query(csv) == {
+        "gpu_name": "NVIDIA H100 80GB HBM3", "gpu_count": 2, "gpu_memory_mb": 81559, "gpu_driver": "550.54.15",
+    }  # fmt: skip
+    assert parse_gpu_query("") == {}
+
+
+def test_parse_cuda_version():
+    assert parse_cuda_version(NVIDIA_SMI_BANNER) == {"cuda_version": "12.4"}
+    assert parse_cuda_version("") == {}
+
+
+def test_interpreter_versions_of_this_python():
+    versions = interpreter_versions(sys.executable)
+    assert versions["python_version"] == platform.python_version()
+    assert versions["vllm_version"] == ""  # the web/worker environment has no vLLM
+
+
+def test_an_interpreter_that_does_not_run_gives_blanks():
+    assert interpreter_versions("/no/such/python") == {"vllm_version": "", "torch_version": "", "python_version": ""}
+
+
+def test_capture_without_gpu(monkeypatch):
+    monkeypatch.setattr("shutil.which", lambda name: None)
+    env = capture_environment(vllm_python=sys.executable, server_command=["python", "-m", "x"])
+    assert set(env) == SNAPSHOT_FIELDS
+    assert (env["gpu_count"], env["gpu_name"], env["gpu_memory_mb"]) == (0, "", None)
+    assert env["server_command"] == ["python", "-m", "x"]
+    assert env["cpu_count"] >= 1 and env["host_name"]
+
+
+@pytest.fixture
+def fake_nvidia_smi(tmp_path, monkeypatch):
+    script = tmp_path / "nvidia-smi"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'echo "$@" >> {tmp_path}/calls\n'
+        'case "$1" in\n'
+        '  --query-gpu=*) echo "NVIDIA L4, 23034, 535.104.05" ;;\n'
+        f"  *) printf '%s' '{NVIDIA_SMI_BANNER}' ;;\n"
+        "esac\n"
+    )
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    return tmp_path / "calls"
+
+
+def test_capture_with_gpu(fake_nvidia_smi, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    env = capture_environment(vllm_python=sys.executable, server_command=[])
+    assert (env["gpu_name"], env["gpu_count"], env["gpu_memory_mb"]) == ("NVIDIA L4", 1, 23034)
+    assert (env["gpu_driver"], env["cuda_version"]) == ("535.104.05", "12.4")
+    assert "--id=1" in fake_nvidia_smi.read_text()
+
+
+def test_no_visible_gpu_skips_nvidia_smi(fake_nvidia_smi, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    env = capture_environment(vllm_python=sys.executable, server_command=[])
+    assert env["gpu_count"] == 0
+    assert not fake_nvidia_smi.exists()

@@ -1,0 +1,286 @@
+"""The experiment form and the arm formset: every bad input is refused on its own field
+and stores nothing; a good input becomes an experiment with arms, runs and a dispatch."""
+
+import pytest
+from django.conf import settings
+from django.urls import reverse
+
+from experiments import services, workloads
+from experiments.forms import ARM_FORMSET_PREFIX, ArmFormSet, ExperimentForm
+from experiments.models import Arm, Experiment, Run
+
+MODELS = settings.SPECDASH_MODELS_DIR
+NGRAM = {"method": "ngram", "num_speculative_tokens": "4", "prompt_lookup_min": "2", "prompt_lookup_max": "4"}
+DRAFT = {"method": "draft_model", "num_speculative_tokens": "4", "model": str(MODELS / "draft")}
+
+
+def form_data(arms=(NGRAM,), **overrides) -> dict:
+    """What the browser posts: the experiment fields and the arm formset."""
+    data = {
+        "name": "chat k sweep",
+        "description": "",
+        "target_model": str(MODELS / "target"),
+        "worker_queue": "cpu",
+        "dtype": "float32",
+        "max_model_len": "512",
+        "workload_kind": "builtin",
+        "prompt_set": "chat",
+        "synthetic_input_len": "",
+        "max_tokens": "64",
+        "num_prompts": "20",
+        "temperature": "0",
+        "top_p": "1",
+        "seed": "0",
+        "concurrency_levels": "1, 4",
+        "repetitions": "2",
+        "warmup_requests": "2",
+        "request_rate": "",
+        "slo_ttft_ms": "",
+        "slo_tpot_ms": "",
+        "slo_e2e_ms": "",
+        f"{ARM_FORMSET_PREFIX}-TOTAL_FORMS": str(len(arms)),
+        f"{ARM_FORMSET_PREFIX}-INITIAL_FORMS": "0",
+        f"{ARM_FORMSET_PREFIX}-MIN_NUM_FORMS": "1",
+        f"{ARM_FORMSET_PREFIX}-MAX_NUM_FORMS": "8",
+    }
+    for index, arm in enumerate(arms):
+        data.update({f"{ARM_FORMSET_PREFIX}-{index}-{name}": value for name, value in arm.items()})
+    data.update(overrides)
+    return {name: value for name, value in data.items() if value is not None}
+
+
+def bind(data):
+    return ExperimentForm(data), ArmFormSet(data, prefix=ARM_FORMSET_PREFIX)
+
+
+FIRST_K = ("arm", 0, "num_speculative_tokens")
+
+# (form data, where the error must be): "field" of the experiment form, ("arm", index,
+# field) of an arm ("__all__" for the arm as a whole), or "arms" for the formset.
+BAD_INPUTS = {
+    "no arms": (form_data(arms=[]), "arms"),
+    "every arm removed": (form_data(arms=[{**NGRAM, "DELETE": "on"}]), "arms"),
+    "duplicate arms": (form_data(arms=[NGRAM, {**NGRAM, "label": "again"}]), ("arm", 1, "__all__")),
+    "duplicate labels": (
+        form_data(arms=[{**NGRAM, "label": "fast"}, {**DRAFT, "label": "fast"}]),
+        ("arm", 1, "label"),
+    ),
+    "label taken by the baseline": (form_data(arms=[{**NGRAM, "label": "baseline"}]), ("arm", 0, "label")),
+    "k = 0": (form_data(arms=[{**NGRAM, "num_speculative_tokens": "0"}]), FIRST_K),
+    "k = 17": (form_data(arms=[{**NGRAM, "num_speculative_tokens": "17"}]), FIRST_K),
+    "k missing": (form_data(arms=[{**NGRAM, "num_speculative_tokens": ""}]), FIRST_K),
+    "k malformed": (form_data(arms=[{**NGRAM, "num_speculative_tokens": "four"}]), FIRST_K),
+    "concurrency 0": (form_data(concurrency_levels="0, 4"), "concurrency_levels"),
+    "concurrency negative": (form_data(concurrency_levels="-1"), "concurrency_levels"),
+    "concurrency absurd": (form_data(concurrency_levels="1, 2000"), "concurrency_levels"),
+    "concurrency 13 levels": (form_data(concurrency_levels=" ".join(str(n) for n in range(1, 14))), "concurrency_levels"),
+    "concurrency duplicate": (form_data(concurrency_levels="1, 4, 4"), "concurrency_levels"),
+    "concurrency malformed": (form_data(concurrency_levels="1, four"), "concurrency_levels"),
+    "concurrency fraction": (form_data(concurrency_levels="1.5"), "concurrency_levels"),
+    "concurrency empty": (form_data(concurrency_levels=" , "), "concurrency_levels"),
+    "draft without path": (form_data(arms=[{**DRAFT, "model": ""}]), ("arm", 0, "model")),
+    "EAGLE without path": (form_data(arms=[{"method": "eagle", "num_speculative_tokens": "3"}]), ("arm", 0, "model")),
+    "EAGLE-3 without path": (
+        form_data(arms=[{"method": "eagle3", "num_speculative_tokens": "3", "model": "  "}]),
+        ("arm", 0, "model"),
+    ),
+    "draft path outside the models folder": (
+        form_data(arms=[{**DRAFT, "model": "/etc/draft"}]),
+        ("arm", 0, "model"),
+    ),
+    "draft path escaping with ..": (
+        form_data(arms=[{**DRAFT, "model": f"{MODELS}/../../draft"}]),
+        ("arm", 0, "model"),
+    ),
+    "unknown arm method": (form_data(arms=[{**NGRAM, "method": "baseline"}]), ("arm", 0, "method")),
+    "max_tokens malformed": (form_data(max_tokens="lots"), "max_tokens"),
+    "seed malformed": (form_data(seed="1e3x"), "seed"),
+    "temperature malformed": (form_data(temperature="hot"), "temperature"),
+    "temperature infinite": (form_data(temperature="inf"), "temperature"),
+    "name with markup": (form_data(name="<script>alert(1)</script>"), "name"),
+    "name missing": (form_data(name=""), "name"),
+    "arm label with markup": (form_data(arms=[{**NGRAM, "label": "<b>fast</b>"}]), ("arm", 0, "label")),
+    "temperature below 0": (form_data(temperature="-0.1"), "temperature"),
+    "temperature above 2": (form_data(temperature="2.5"), "temperature"),
+    "top_p 0": (form_data(top_p="0"), "top_p"),
+    "top_p above 1": (form_data(top_p="1.01"), "top_p"),
+    "lookup min above max": (
+        form_data(arms=[{**NGRAM, "prompt_lookup_min": "5", "prompt_lookup_max": "3"}]),
+        ("arm", 0, "prompt_lookup_min"),
+    ),
+    "lookup max missing": (form_data(arms=[{**NGRAM, "prompt_lookup_max": ""}]), ("arm", 0, "prompt_lookup_max")),
+    "synthetic without input length": (form_data(workload_kind="synthetic"), "synthetic_input_len"),
+    "builtin without prompt set": (form_data(prompt_set=""), "prompt_set"),
+    "unknown prompt set": (form_data(prompt_set="nonsense"), "prompt_set"),
+    "repetitions 0": (form_data(repetitions="0"), "repetitions"),
+    "repetitions 11": (form_data(repetitions="11"), "repetitions"),
+    "num_prompts 0": (form_data(num_prompts="0"), "num_prompts"),
+    "num_prompts 10001": (form_data(num_prompts="10001"), "num_prompts"),
+    "synthetic input + output beyond max model length": (
+        form_data(workload_kind="synthetic", synthetic_input_len="256", max_tokens="300"),
+        "max_tokens",
+    ),
+    "output alone fills max model length": (form_data(max_tokens="512"), "max_tokens"),
+    "target outside the models folder": (form_data(target_model="/etc/passwd"), "target_model"),
+    "target escaping with ..": (form_data(target_model=f"{MODELS}/../secrets"), "target_model"),
+    "target is the models folder itself": (form_data(target_model=str(MODELS)), "target_model"),
+    "target relative path": (form_data(target_model="../target"), "target_model"),
+    "target model id not allowed": (form_data(target_model="meta-llama/Llama-3.1-8B"), "target_model"),
+    "worker queue not a slug": (form_data(worker_queue="gpu pool; rm"), "worker_queue"),
+    "unknown dtype": (form_data(dtype="int4"), "dtype"),
+    "request rate 0": (form_data(request_rate="0"), "request_rate"),
+    "TTFT SLO negative": (form_data(slo_ttft_ms="-5"), "slo_ttft_ms"),
+    "TPOT SLO 0": (form_data(slo_tpot_ms="0"), "slo_tpot_ms"),
+    "E2E SLO malformed": (form_data(slo_e2e_ms="fast"), "slo_e2e_ms"),
+    "too many arms": (
+        form_data(arms=[{**NGRAM, "num_speculative_tokens": str(k)} for k in range(1, 10)]),
+        "arms",
+    ),
+}
+
+
+def _errors_at(form, arms, where) -> list[str]:
+    if where == "arms":
+        return list(arms.non_form_errors())
+    if isinstance(where, tuple):
+        _, index, field = where
+        return list(arms.forms[index].errors.get(field, []))
+    return list(form.errors.get(where, []))
+
+
+@pytest.mark.parametrize("data, where", BAD_INPUTS.values(), ids=BAD_INPUTS.keys())
+def test_bad_input_is_refused_on_its_field(data, where):
+    form, arms = bind(data)
+
+    valid = [form.is_valid(), arms.is_valid()]
+
+    assert not all(valid)
+    assert _errors_at(form, arms, where), (form.errors, arms.errors, arms.non_form_errors())
+
+
+@pytest.mark.parametrize("data, where", BAD_INPUTS.values(), ids=BAD_INPUTS.keys())
+def test_bad_input_stores_nothing(logged_in_client, celery_dispatch, data, where):
+    response = logged_in_client.post(reverse("experiments:create"), data)
+
+    assert response.status_code == 200
+    assert "Nothing was saved" in response.text
+    assert not Experiment.objects.exists()
+    assert not Arm.objects.exists()
+    celery_dispatch.assert_not_called()
+
+
+def test_error_messages_say_what_is_wrong():
+    form, arms = bind(
+        form_data(
+            arms=[{**DRAFT, "model": "/srv/elsewhere/draft"}],
+            target_model="org/model",
+            concurrency_levels="1, 4096",
+        )
+    )
+    form.is_valid(), arms.is_valid()
+
+    assert "SPECDASH_ALLOW_ANY_MODEL_PATH" in form.errors["target_model"][0]
+    assert str(MODELS) in arms.forms[0].errors["model"][0]
+    assert form.errors["concurrency_levels"] == ["Concurrency must be at most 1024 (got 4096)."]
+
+
+def test_good_input_is_normalised():
+    form, arms = bind(form_data(concurrency_levels=" 16,1  4", target_model=f"{MODELS}/sub/../target"))
+
+    assert form.is_valid(), form.errors
+    assert arms.is_valid(), arms.errors
+    fields = form.experiment_fields()
+    assert fields["concurrency_levels"] == [1, 4, 16]
+    assert fields["target_model"] == str(MODELS / "target")
+    assert fields["prompt_set_hash"] == workloads.prompt_set_hash("chat")
+    assert fields["synthetic_input_len"] is None
+    assert fields["request_rate"] is None
+
+
+def test_synthetic_workload_drops_the_prompt_set():
+    form, _ = bind(form_data(workload_kind="synthetic", synthetic_input_len="100", prompt_set="chat"))
+
+    assert form.is_valid(), form.errors
+    assert form.experiment_fields()["prompt_set"] == ""
+    assert form.experiment_fields()["prompt_set_hash"] == ""
+    assert form.experiment_fields()["synthetic_input_len"] == 100
+
+
+def test_fields_of_the_other_workload_are_ignored():
+    form, _ = bind(form_data(synthetic_input_len="many"))
+
+    assert form.is_valid(), form.errors
+
+
+ARM_PARAMS = [
+    (NGRAM, {"prompt_lookup_min": 2, "prompt_lookup_max": 4}),
+    (DRAFT, {"model": str(MODELS / "draft")}),
+    ({"method": "eagle", "num_speculative_tokens": "3", "model": f"{MODELS}/eagle"}, {"model": f"{MODELS}/eagle"}),
+    ({"method": "eagle3", "num_speculative_tokens": "3", "model": f"{MODELS}/e3"}, {"model": f"{MODELS}/e3"}),
+    ({"method": "mtp", "num_speculative_tokens": "1"}, {}),
+    ({"method": "suffix", "num_speculative_tokens": "16"}, {}),
+]
+
+
+@pytest.mark.parametrize("arm, params", ARM_PARAMS, ids=[arm["method"] for arm, _ in ARM_PARAMS])
+def test_arm_params_map_to_the_speculative_config(arm, params):
+    _, arms = bind(form_data(arms=[arm]))
+
+    assert arms.is_valid(), arms.errors
+    [spec] = arms.arm_specs()
+    assert spec.method == arm["method"]
+    assert spec.params == params
+
+
+def test_fields_another_method_uses_are_ignored():
+    mtp = {"method": "mtp", "num_speculative_tokens": "2", "prompt_lookup_min": "nine", "model": "/etc/x"}
+
+    _, arms = bind(form_data(arms=[mtp]))
+
+    assert arms.is_valid(), arms.errors
+    assert arms.arm_specs()[0].params == {}
+
+
+def test_removed_arms_are_ignored():
+    removed = {**DRAFT, "model": "", "DELETE": "on"}
+
+    _, arms = bind(form_data(arms=[removed, NGRAM]))
+
+    assert arms.is_valid(), arms.errors
+    assert [spec.method for spec in arms.arm_specs()] == ["ngram"]
+
+
+def test_same_method_and_k_with_other_params_is_not_a_duplicate():
+    other = {**NGRAM, "prompt_lookup_min": "1", "label": "n-gram 1-4"}
+
+    _, arms = bind(form_data(arms=[NGRAM, other]))
+
+    assert arms.is_valid(), arms.errors
+
+
+def test_any_model_path_when_the_installation_allows_it(settings):
+    settings.SPECDASH_ALLOW_ANY_MODEL_PATH = True
+    form, arms = bind(form_data(target_model="meta-llama/Llama-3.1-8B", arms=[{**DRAFT, "model": "/srv/draft"}]))
+
+    assert form.is_valid(), form.errors
+    assert arms.is_valid(), arms.errors
+    assert form.experiment_fields()["target_model"] == "meta-llama/Llama-3.1-8B"
+
+
+def test_good_input_creates_experiment_arms_runs_and_dispatch(
+    user, celery_dispatch, django_capture_on_commit_callbacks
+):
+    form, arms = bind(form_data(arms=[NGRAM, DRAFT], worker_queue="h100"))
+    assert form.is_valid() and arms.is_valid()
+
+    with django_capture_on_commit_callbacks(execute=True):
+        experiment = services.experiment_create(owner=user, arms=arms.arm_specs(), **form.experiment_fields())
+
+    assert [(arm.method, arm.num_speculative_tokens, arm.params) for arm in experiment.arms.all()] == [
+        ("baseline", None, {}),
+        ("ngram", 4, {"prompt_lookup_min": 2, "prompt_lookup_max": 4}),
+        ("draft_model", 4, {"model": str(MODELS / "draft")}),
+    ]
+    assert Run.objects.filter(experiment=experiment).count() == 3 * 2 * 2  # arms × levels × repetitions
+    assert experiment.prompt_set_hash == workloads.prompt_set_hash("chat")
+    celery_dispatch.assert_called_once_with(args=[experiment.id], queue="h100")

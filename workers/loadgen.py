@@ -1,0 +1,284 @@
+"""Streaming load generator for vLLM's OpenAI-compatible /v1/completions endpoint.
+
+Each request streams (`stream: true`) and asks for:
+- `return_token_ids: true`, so that every chunk names the token ids it carries. Under
+  speculation one chunk can carry several tokens; counting `token_ids` is exact, while
+  the chunk's `text` is empty for tokens that do not yet complete a character.
+- `stream_options.include_usage: true`, so that the last data event carries `usage`
+  (prompt and completion token counts) and, when the server runs with
+  `--per-request-spec-decode-metrics`, `metrics.speculative_decoding` (mean acceptance
+  length; per-step accepted/drafted arrays at the `detailed` level).
+
+Timing follows the metric definitions in DESIGN.md: TTFT is send → first chunk carrying
+tokens, E2E is send → last chunk carrying tokens, TPOT is (E2E − TTFT) / (tokens − 1).
+Plain module: no Django, no vLLM.
+"""
+
+import asyncio
+import json
+import random
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+import aiohttp
+
+ProgressCallback = Callable[[int, int], None]
+
+
+@dataclass
+class RequestResult:
+    prompt_index: int
+    input_tokens: int = 0
+    output_tokens: int = 0
+    sent_at_s: float = 0.0
+    ttft_ms: float | None = None
+    e2e_ms: float | None = None
+    tpot_ms: float | None = None
+    chunk_times_ms: list[float] = field(default_factory=list)
+    chunk_tokens: list[int] = field(default_factory=list)
+    finish_reason: str = ""
+    error: str = ""
+    spec_acceptance_length: float | None = None
+    spec_accepted_per_step: list[int] | None = None
+    spec_proposed_per_step: list[int] | None = None
+
+
+@dataclass
+class LoadResult:
+    requests: list[RequestResult]
+    duration_s: float
+    started_at: datetime
+    finished_at: datetime
+
+
+def tpot_ms(ttft_ms: float, e2e_ms: float, output_tokens: int) -> float | None:
+    if output_tokens <= 1:
+        return None
+    return (e2e_ms - ttft_ms) / (output_tokens - 1)
+
+
+def inter_chunk_latencies_ms(chunk_times_ms: list[float]) -> list[float]:
+    """Gaps between consecutive content chunks (not per token: a chunk may carry several)."""
+    return [later - earlier for earlier, later in zip(chunk_times_ms, chunk_times_ms[1:])]
+
+
+def poisson_offsets(count: int, rate: float | None, seed: int) -> list[float]:
+    """Send times in seconds from the start: all at once without a rate, else Poisson arrivals."""
+    if not rate:
+        return [0.0] * count
+    rng = random.Random(seed)
+    offsets, now = [], 0.0
+    for _ in range(count):
+        offsets.append(now)
+        now += rng.expovariate(rate)
+    return offsets
+
+
+def request_body(
+    *, model: str, prompt: str, max_tokens: int, temperature: float, top_p: float, seed: int, ignore_eos: bool
+) -> dict:
+    return {
+        "model": model,
+        "prompt": prompt,
+        "max_tokens": max_tokens,
+        "temperature": temperature,
+        "top_p": top_p,
+        "seed": seed,
+        "ignore_eos": ignore_eos,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "return_token_ids": True,
+    }
+
+
+def sse_data(line: bytes) -> bytes | None:
+    """The payload of an SSE `data:` line; None for blank lines, comments and other fields."""
+    line = line.strip()
+    if not line.startswith(b"data:"):
+        return None
+    return line[5:].strip()
+
+
+def apply_event(result: RequestResult, event: dict, at_ms: float) -> None:
+    """Fold one streamed JSON event, received `at_ms` after the send, into `result`."""
+    if "error" in event:
+        error = event["error"]
+        result.error = error.get("message", str(error)) if isinstance(error, dict) else str(error)
+    for choice in event.get("choices") or []:
+        tokens = len(choice.get("token_ids") or ())
+        if tokens:
+            result.chunk_times_ms.append(at_ms)
+            result.chunk_tokens.append(tokens)
+        if choice.get("prompt_token_ids"):
+            result.input_tokens = len(choice["prompt_token_ids"])
+        if choice.get("finish_reason"):
+            result.finish_reason = choice["finish_reason"]
+    if usage := event.get("usage"):
+        result.input_tokens = usage["prompt_tokens"]
+        result.output_tokens = usage["completion_tokens"]
+    if spec := (event.get("metrics") or {}).get("speculative_decoding"):
+        _apply_spec_metrics(result, spec)
+
+
+def _apply_spec_metrics(result: RequestResult, spec: dict) -> None:
+    # With no verify step (e.g. a one-token output) vLLM still reports a length of 1.0.
+    if spec.get("num_spec_steps"):
+        result.spec_acceptance_length = spec["mean_acceptance_length"]
+    result.spec_accepted_per_step = spec.get("per_step_accepted")
+    result.spec_proposed_per_step = spec.get("per_step_drafted")
+
+
+def finalise(result: RequestResult) -> None:
+    """Check the stream was complete and derive the timings; sets `error` when it was not."""
+    streamed = sum(result.chunk_tokens)
+    if not result.error and not streamed:
+        result.error = "no output tokens received"
+    elif not result.error and result.output_tokens != streamed:
+        result.error = f"usage reports {result.output_tokens} output tokens, chunks carried {streamed}"
+    if result.error:
+        result.output_tokens = streamed
+        return
+    result.ttft_ms = result.chunk_times_ms[0]
+    result.e2e_ms = result.chunk_times_ms[-1]
+    result.tpot_ms = tpot_ms(result.ttft_ms, result.e2e_ms, result.output_tokens)
+
+
+async def _read_stream(response: aiohttp.ClientResponse, sent: float, result: RequestResult) -> None:
+    buffer, finished = b"", False
+    async for data in response.content.iter_any():
+        at_ms = (time.perf_counter() - sent) * 1000.0
+        lines = (buffer + data).split(b"\n")
+        buffer = lines.pop()
+        for payload in filter(None, map(sse_data, lines)):
+            if payload == b"[DONE]":
+                finished = True
+            else:
+                apply_event(result, json.loads(payload), at_ms)
+    if not finished and not result.error:
+        result.error = "stream ended before [DONE]"
+
+
+async def send_request(
+    session: aiohttp.ClientSession, url: str, body: dict, *, prompt_index: int, origin: float
+) -> tuple[RequestResult, float]:
+    """One streamed request, never raising for HTTP or connection failures.
+
+    Returns the result and the time the response ended, both in seconds from `origin`
+    (a perf_counter reading).
+    """
+    result = RequestResult(prompt_index=prompt_index)
+    sent = time.perf_counter()
+    result.sent_at_s = sent - origin
+    try:
+        async with session.post(url, json=body) as response:
+            if response.status != 200:
+                result.error = f"HTTP {response.status}: {(await response.text())[:500]}"
+            else:
+                await _read_stream(response, sent, result)
+    except asyncio.TimeoutError:
+        result.error = f"timed out after {session.timeout.total} s"
+    except (aiohttp.ClientError, ValueError) as exc:
+        result.error = f"{type(exc).__name__}: {exc}"
+    ended_s = time.perf_counter() - origin
+    finalise(result)
+    return result, ended_s
+
+
+@dataclass
+class _Phase:
+    """Requests sent under one concurrency limit; counts completions for the progress callback."""
+
+    session: aiohttp.ClientSession
+    url: str
+    bodies: dict[int, dict]
+    semaphore: asyncio.Semaphore
+    on_request_done: ProgressCallback | None = None
+    executor: ThreadPoolExecutor | None = None
+    done: int = 0
+
+    async def run(self, offsets: list[float]) -> list[tuple[RequestResult, float]]:
+        origin = time.perf_counter()
+        async with asyncio.TaskGroup() as group:
+            tasks = []
+            for (index, body), offset in zip(self.bodies.items(), offsets):
+                await asyncio.sleep(max(0.0, origin + offset - time.perf_counter()))
+                tasks.append(group.create_task(self._one(index, body, origin)))
+        return [task.result() for task in tasks]
+
+    async def _one(self, index: int, body: dict, origin: float) -> tuple[RequestResult, float]:
+        async with self.semaphore:
+            outcome = await send_request(self.session, self.url, body, prompt_index=index, origin=origin)
+        self.done += 1
+        if self.on_request_done is not None:
+            # In a thread: the callback may touch the database, which must not block the
+            # event loop (it would delay other streams' chunks) and which Django refuses
+            # to do from inside a running loop.
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self.executor, self.on_request_done, self.done, len(self.bodies))
+        return outcome
+
+
+async def run_load(
+    *,
+    base_url: str,
+    model: str,
+    prompts: list[str],
+    max_tokens: int,
+    temperature: float,
+    top_p: float,
+    seed: int,
+    ignore_eos: bool,
+    concurrency: int,
+    request_rate: float | None = None,
+    warmup: int = 0,
+    on_request_done: ProgressCallback | None = None,
+    timeout_s: float = 600.0,
+) -> LoadResult:
+    """Send `prompts[:warmup]` (not measured), then `prompts[warmup:]` (measured).
+
+    `prompt_index` of a result is the prompt's position in `prompts`. Every request has
+    the same `seed`, so an arm and its baseline sample alike. `on_request_done(done,
+    total)` runs in a worker thread after each measured request; if it raises, the load
+    is cancelled and the exception propagates.
+    """
+    if concurrency < 1:
+        raise ValueError("concurrency must be at least 1")
+    if not 0 <= warmup < len(prompts):
+        raise ValueError("need at least one measured prompt after the warm-up prompts")
+    bodies = {
+        index: request_body(
+            model=model, prompt=prompt, max_tokens=max_tokens, temperature=temperature,
+            top_p=top_p, seed=seed, ignore_eos=ignore_eos,
+        )
+        for index, prompt in enumerate(prompts)
+    }  # fmt: skip
+    url = f"{base_url.rstrip('/')}/v1/completions"
+    semaphore = asyncio.Semaphore(concurrency)
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=timeout_s)) as session:
+        warm = {i: bodies[i] for i in range(warmup)}
+        await _Phase(session, url, warm, semaphore).run(poisson_offsets(warmup, None, seed))
+        measured = {i: bodies[i] for i in range(warmup, len(prompts))}
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="loadgen-progress") as executor:
+            phase = _Phase(session, url, measured, semaphore, on_request_done, executor)
+            started_at = datetime.now(timezone.utc)
+            try:
+                outcomes = await phase.run(poisson_offsets(len(measured), request_rate, seed))
+            except BaseExceptionGroup as group:
+                raise group.exceptions[0]
+            finished_at = datetime.now(timezone.utc)
+    return _load_result(outcomes, started_at, finished_at)
+
+
+def _load_result(outcomes: list[tuple[RequestResult, float]], started_at: datetime, finished_at: datetime) -> LoadResult:
+    requests = [result for result, _ in outcomes]
+    first_sent = min(result.sent_at_s for result in requests)
+    last_ended = max(ended_s for _, ended_s in outcomes)
+    return LoadResult(requests=requests, duration_s=last_ended - first_sent, started_at=started_at, finished_at=finished_at)
+
+
+def run_load_sync(**kwargs) -> LoadResult:
+    return asyncio.run(run_load(**kwargs))

