@@ -3,7 +3,16 @@ and measured results are written only by workers, so almost everything here is r
 
 from django.contrib import admin
 
-from experiments.models import Arm, EnvironmentSnapshot, Experiment, RequestRecord, Run, RunSummary
+from experiments.models import (
+    Arm,
+    EnvironmentSnapshot,
+    Experiment,
+    ExperimentAnalysis,
+    RequestRecord,
+    Run,
+    RunSummary,
+    SpeedupEstimate,
+)
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -89,3 +98,16 @@ class EnvironmentSnapshotAdmin(ReadOnlyAdmin):
     list_display = ["run", "host_name", "gpu_name", "vllm_version", "captured_at"]
     list_select_related = ["run__arm"]
     raw_id_fields = ["run"]
+
+
+@admin.register(SpeedupEstimate)
+class SpeedupEstimateAdmin(ReadOnlyAdmin):
+    list_display = ["arm", "experiment", "concurrency", "metric", "point", "ci_low", "ci_high", "note"]
+    list_filter = ["metric"]
+    list_select_related = ["arm", "experiment"]
+
+
+@admin.register(ExperimentAnalysis)
+class ExperimentAnalysisAdmin(ReadOnlyAdmin):
+    list_display = ["experiment", "computed_at"]
+    list_select_related = ["experiment"]

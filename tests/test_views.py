@@ -276,7 +276,13 @@ def test_progress_partial_stops_polling_when_finished(logged_in_client):
 # ---------------------------------------------------------------- admin
 
 
-@pytest.mark.parametrize("model", ["experiment", "arm", "run", "runsummary", "requestrecord", "environmentsnapshot"])
+ADMIN_MODELS = [
+    "experiment", "arm", "run", "runsummary", "requestrecord", "environmentsnapshot", "speedupestimate",
+    "experimentanalysis",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("model", ADMIN_MODELS)
 def test_admin_lists_the_tables_read_mostly(client, model):
     client.force_login(UserFactory(username="root", is_staff=True, is_superuser=True))
     RunSummaryFactory()
