@@ -19,7 +19,7 @@ from experiments.workloads import experiment_prompts
 from workers import ingest
 from workers.envinfo import capture_environment
 from workers.loadgen import run_load_sync
-from workers.prom import diff, parse_spec_counters
+from workers.prom import diff, fetch_spec_counters
 from workers.vllm_server import ServerStartError, VllmServer, build_server_args, free_port
 
 logger = logging.getLogger(__name__)
@@ -82,9 +82,9 @@ def measure_run(server: VllmServer, experiment: Experiment, run: Run, prompts: l
     """Warm up, then drive the measured requests, reading the spec counters around them."""
     if experiment.warmup_requests:
         _load(server, experiment, prompts[: experiment.warmup_requests], run.concurrency)
-    before = parse_spec_counters(server.metrics_text())
+    before = fetch_spec_counters(server.base_url)
     load = _load(server, experiment, prompts, run.concurrency, ProgressReporter(run, len(prompts)))
-    after = parse_spec_counters(server.metrics_text())
+    after = fetch_spec_counters(server.base_url)
     return load, diff(before, after)
 
 
