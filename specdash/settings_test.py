@@ -15,3 +15,6 @@ STORAGES = {
 
 # A Redis database of its own, so a worker started by "./dev up" never takes test work.
 CELERY_BROKER_URL = env_str("SPECDASH_TEST_REDIS_URL", CELERY_BROKER_URL.rsplit("/", 1)[0] + "/1")  # noqa: F405
+
+# Serve static files through the finders, so tests need no collectstatic.
+WHITENOISE_AUTOREFRESH = True

@@ -1,0 +1,85 @@
+from datetime import datetime, timezone
+
+import pytest
+
+from experiments.models import EnvironmentSnapshot, RequestRecord, RunSummary
+from tests.factories import RunFactory
+from workers.ingest import ingest_run, summary_fields
+from workers.loadgen import LoadResult, RequestResult
+from workers.prom import SpecCounters
+
+pytestmark = pytest.mark.django_db
+
+NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+ENVIRONMENT = {"host_name": "gpu-1", "vllm_version": "0.32.0", "server_command": ["python", "-m", "vllm"]}
+
+
+def _request(index, ttft, e2e, tokens, chunks, error=""):
+    return RequestResult(
+        prompt_index=index,
+        input_tokens=10,
+        output_tokens=tokens,
+        ttft_ms=ttft,
+        e2e_ms=e2e,
+        tpot_ms=(e2e - ttft) / (tokens - 1) if tokens > 1 else None,
+        chunk_times_ms=[t for t, _ in chunks],
+        chunk_tokens=[n for _, n in chunks],
+        finish_reason="length" if not error else "",
+        error=error,
+        spec_accepted_per_step=[2, 1] if not error else None,
+        spec_proposed_per_step=[3, 3] if not error else None,
+    )
+
+
+def _load():
+    # Request 0: 5 tokens in chunks at 100 (1 token), 150 (2), 300 (2) ms -> TPOT (300-100)/4 = 50.
+    # Request 1: 3 tokens at 200 (1), 400 (2) ms -> TPOT (400-200)/2 = 100.
+    # Request 2 failed.
+    return LoadResult(
+        requests=[
+            _request(0, 100.0, 300.0, 5, [(100.0, 1), (150.0, 2), (300.0, 2)]),
+            _request(1, 200.0, 400.0, 3, [(200.0, 1), (400.0, 2)]),
+            RequestResult(prompt_index=2, error="HTTP 500"),
+        ],
+        duration_s=2.0,
+        started_at=NOW,
+        finished_at=NOW,
+    )
+
+
+COUNTERS = SpecCounters(num_drafts=10, num_draft_tokens=30, num_accepted_tokens=12, accepted_per_pos=[6, 4, 2])
+
+
+def test_summary_figures_match_a_hand_computed_case():
+    run = RunFactory()
+    run.experiment.slo_tpot_ms = 60.0
+    fields = summary_fields(_load(), COUNTERS, run.experiment)
+    assert (fields["completed"], fields["failed"]) == (2, 1)
+    assert fields["total_output_tokens"] == 8
+    assert fields["request_throughput"] == 1.0  # 2 completed / 2 s
+    assert fields["output_throughput"] == 4.0  # 8 tokens / 2 s
+    assert fields["goodput"] == 0.5  # only request 0 meets TPOT <= 60 ms
+    assert fields["tpot_mean_ms"] == 75.0 and fields["tpot_p50_ms"] == 75.0
+    assert fields["ttft_p50_ms"] == 150.0
+    # ITL gaps: 50, 150 (request 0) and 200 (request 1): median 150, mean 133.33
+    assert fields["itl_p50_ms"] == 150.0
+    assert fields["itl_mean_ms"] == pytest.approx(400 / 3)
+    assert fields["tokens_per_chunk_mean"] == pytest.approx(8 / 5)
+    assert fields["spec_accepted_per_pos"] == [6, 4, 2]
+
+
+def test_ingest_writes_rows_with_copy_and_a_second_write_replaces_them():
+    run = RunFactory()
+    ingest_run(run_id=run.id, load=_load(), counters=COUNTERS, environment=ENVIRONMENT, experiment=run.experiment)
+    ingest_run(run_id=run.id, load=_load(), counters=COUNTERS, environment=ENVIRONMENT, experiment=run.experiment)
+
+    rows = list(RequestRecord.objects.filter(run=run).order_by("prompt_index"))
+    assert len(rows) == 3
+    assert rows[0].chunk_times_ms == [100.0, 150.0, 300.0] and rows[0].chunk_tokens == [1, 2, 2]
+    assert rows[0].spec_accepted_per_step == [2, 1] and rows[0].tpot_ms == 50.0
+    assert rows[2].error == "HTTP 500" and rows[2].spec_accepted_per_step is None
+    assert RunSummary.objects.filter(run=run).count() == 1
+    summary = RunSummary.objects.get(run=run)
+    assert summary.acceptance_length == pytest.approx(1 + 12 / 10)
+    assert summary.acceptance_rate == pytest.approx(12 / 30)
+    assert EnvironmentSnapshot.objects.get(run=run).server_command == ["python", "-m", "vllm"]

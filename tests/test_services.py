@@ -1,0 +1,101 @@
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from experiments import services
+from experiments.models import Arm, Experiment, IllegalTransition, Run
+from experiments.services import ArmSpec
+from tests.factories import ExperimentFactory, RunFactory, UserFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def _fields(**overrides):
+    return {
+        "name": "exp",
+        "target_model": "/models/target",
+        "num_prompts": 4,
+        "max_tokens": 16,
+        "concurrency_levels": [1, 4],
+        "repetitions": 2,
+    } | overrides
+
+
+def test_experiment_create_makes_baseline_arms_and_every_run_then_dispatches_on_commit(
+    django_capture_on_commit_callbacks, celery_dispatch
+):
+    owner = UserFactory()
+    with django_capture_on_commit_callbacks(execute=True):
+        experiment = services.experiment_create(
+            owner=owner,
+            arms=[ArmSpec(method=Arm.Method.NGRAM, num_speculative_tokens=4, params={"prompt_lookup_max": 3})],
+            **_fields(worker_queue="h100"),
+        )
+    arms = list(experiment.arms.all())
+    assert [a.method for a in arms] == [Arm.Method.BASELINE, Arm.Method.NGRAM]
+    assert [a.label for a in arms] == ["baseline", "n-gram lookup k=4"]
+    assert experiment.runs.count() == 2 * 2 * 2
+    assert set(experiment.runs.values_list("status", flat=True)) == {Run.Status.QUEUED}
+    celery_dispatch.assert_called_once_with(args=[experiment.id], queue="h100")
+
+
+def test_speculative_config_carries_method_k_and_params():
+    arm = Arm(method=Arm.Method.DRAFT_MODEL, num_speculative_tokens=3, params={"model": "/m/draft"})
+    assert arm.speculative_config() == {"method": "draft_model", "num_speculative_tokens": 3, "model": "/m/draft"}
+    assert Arm(method=Arm.Method.BASELINE).speculative_config() is None
+
+
+def test_run_claim_is_taken_once():
+    run = RunFactory()
+    assert services.run_claim(run_id=run.id, worker_host="a") is True
+    assert services.run_claim(run_id=run.id, worker_host="b") is False
+    run.refresh_from_db()
+    assert (run.status, run.worker_host, run.attempts) == (Run.Status.RUNNING, "a", 1)
+
+
+def test_illegal_run_transition_raises_and_changes_nothing():
+    run = RunFactory(status=Run.Status.SUCCEEDED)
+    with pytest.raises(IllegalTransition):
+        services.run_mark_failed(run_id=run.id, error="late")
+    run.refresh_from_db()
+    assert run.status == Run.Status.SUCCEEDED and run.error == ""
+
+
+def test_experiment_cannot_finish_with_runs_left():
+    run = RunFactory()
+    experiment = run.experiment
+    experiment.status = Experiment.Status.RUNNING
+    with pytest.raises(IllegalTransition):
+        services.experiment_finish(experiment=experiment)
+
+
+def test_experiment_with_only_failed_runs_ends_failed():
+    run = RunFactory(status=Run.Status.FAILED)
+    experiment = run.experiment
+    services.experiment_mark_running(experiment=experiment)
+    assert services.experiment_finish(experiment=experiment) == Experiment.Status.FAILED
+
+
+def test_stale_runs_are_requeued_then_failed_after_max_attempts():
+    old = timezone.now() - timedelta(minutes=30)
+    fresh = RunFactory(status=Run.Status.RUNNING, heartbeat_at=timezone.now(), attempts=1)
+    stale = RunFactory(status=Run.Status.RUNNING, heartbeat_at=old, attempts=1, requests_done=5)
+    worn = RunFactory(status=Run.Status.RUNNING, heartbeat_at=old, attempts=3)
+
+    experiment_ids = services.runs_requeue_stale(stale_after=timedelta(minutes=5), max_attempts=3)
+
+    assert experiment_ids == [stale.experiment_id]
+    for run in (fresh, stale, worn):
+        run.refresh_from_db()
+    assert fresh.status == Run.Status.RUNNING
+    assert (stale.status, stale.requests_done, stale.heartbeat_at) == (Run.Status.QUEUED, 0, None)
+    assert worn.status == Run.Status.FAILED and "gave up" in worn.error
+
+
+def test_experiments_without_work_lists_running_experiments_with_nothing_left():
+    done = ExperimentFactory(status=Experiment.Status.RUNNING)
+    RunFactory(experiment=done, arm__experiment=done, status=Run.Status.FAILED)
+    busy = ExperimentFactory(status=Experiment.Status.RUNNING)
+    RunFactory(experiment=busy, arm__experiment=busy, status=Run.Status.QUEUED)
+    assert services.experiments_without_work() == [done]
