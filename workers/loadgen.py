@@ -25,6 +25,8 @@ from datetime import datetime, timezone
 
 import aiohttp
 
+from workers.prom import SpecCounters, diff, parse_spec_counters
+
 ProgressCallback = Callable[[int, int], None]
 
 
@@ -52,6 +54,9 @@ class LoadResult:
     duration_s: float
     started_at: datetime
     finished_at: datetime
+    # vLLM's speculative-decoding counters over the measured interval: zeros for a
+    # baseline, None when /metrics could not be read.
+    spec_counters: SpecCounters | None = None
 
 
 def tpot_ms(ttft_ms: float, e2e_ms: float, output_tokens: int) -> float | None:
@@ -117,8 +122,8 @@ def apply_event(result: RequestResult, event: dict, at_ms: float) -> None:
         if choice.get("finish_reason"):
             result.finish_reason = choice["finish_reason"]
     if usage := event.get("usage"):
-        result.input_tokens = usage["prompt_tokens"]
-        result.output_tokens = usage["completion_tokens"]
+        result.input_tokens = usage.get("prompt_tokens", result.input_tokens)
+        result.output_tokens = usage.get("completion_tokens", 0)
     if spec := (event.get("metrics") or {}).get("speculative_decoding"):
         _apply_spec_metrics(result, spec)
 
@@ -159,6 +164,15 @@ async def _read_stream(response: aiohttp.ClientResponse, sent: float, result: Re
                 apply_event(result, json.loads(payload), at_ms)
     if not finished and not result.error:
         result.error = "stream ended before [DONE]"
+
+
+async def fetch_spec_counters(session: aiohttp.ClientSession, base_url: str) -> SpecCounters | None:
+    try:
+        async with session.get(f"{base_url}/metrics") as response:
+            response.raise_for_status()
+            return parse_spec_counters(await response.text())
+    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):
+        return None
 
 
 async def send_request(
@@ -239,6 +253,10 @@ async def run_load(
 ) -> LoadResult:
     """Send `prompts[:warmup]` (not measured), then `prompts[warmup:]` (measured).
 
+    vLLM's /metrics counters are read just before and just after the measured requests,
+    so warm-up requests do not count towards `spec_counters`. HTTP and connection
+    failures are recorded, never raised.
+
     `prompt_index` of a result is the prompt's position in `prompts`. Every request has
     the same `seed`, so an arm and its baseline sample alike. `on_request_done(done,
     total)` runs in a worker thread after each measured request; if it raises, the load
@@ -255,7 +273,8 @@ async def run_load(
         )
         for index, prompt in enumerate(prompts)
     }  # fmt: skip
-    url = f"{base_url.rstrip('/')}/v1/completions"
+    base_url = base_url.rstrip("/")
+    url = f"{base_url}/v1/completions"
     semaphore = asyncio.Semaphore(concurrency)
     connector = aiohttp.TCPConnector(limit=concurrency)
     async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=timeout_s)) as session:
@@ -264,20 +283,28 @@ async def run_load(
         measured = {i: bodies[i] for i in range(warmup, len(prompts))}
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="loadgen-progress") as executor:
             phase = _Phase(session, url, measured, semaphore, on_request_done, executor)
-            started_at = datetime.now(timezone.utc)
-            try:
-                outcomes = await phase.run(poisson_offsets(len(measured), request_rate, seed))
-            except BaseExceptionGroup as group:
-                raise group.exceptions[0]
-            finished_at = datetime.now(timezone.utc)
-    return _load_result(outcomes, started_at, finished_at)
+            return await _measure(phase, base_url, poisson_offsets(len(measured), request_rate, seed))
 
 
-def _load_result(outcomes: list[tuple[RequestResult, float]], started_at: datetime, finished_at: datetime) -> LoadResult:
+async def _measure(phase: _Phase, base_url: str, offsets: list[float]) -> LoadResult:
+    counters_before = await fetch_spec_counters(phase.session, base_url)
+    started_at = datetime.now(timezone.utc)
+    try:
+        outcomes = await phase.run(offsets)
+    except BaseExceptionGroup as group:
+        raise group.exceptions[0]
+    finished_at = datetime.now(timezone.utc)
+    counters_after = await fetch_spec_counters(phase.session, base_url)
     requests = [result for result, _ in outcomes]
     first_sent = min(result.sent_at_s for result in requests)
     last_ended = max(ended_s for _, ended_s in outcomes)
-    return LoadResult(requests=requests, duration_s=last_ended - first_sent, started_at=started_at, finished_at=finished_at)
+    return LoadResult(
+        requests=requests,
+        duration_s=last_ended - first_sent,
+        started_at=started_at,
+        finished_at=finished_at,
+        spec_counters=None if None in (counters_before, counters_after) else diff(counters_before, counters_after),
+    )
 
 
 def run_load_sync(**kwargs) -> LoadResult:
