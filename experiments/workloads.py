@@ -1,0 +1,120 @@
+"""The prompts an experiment sends: built-in prompt sets shipped as data, or synthetic prompts.
+
+Built-in sets live in `experiments/prompt_sets/<name>.json` as
+{"name", "title", "description", "prompts": [str, ...]} and were written for this project.
+
+This module imports nothing from Django, so the demo model builder (run with the vLLM
+python, see workers/demo_models.py) trains on exactly the prompts the benchmarks send.
+"""
+
+import hashlib
+import json
+import random
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+PROMPT_SETS_DIR = Path(__file__).resolve().parent / "prompt_sets"
+
+# The values of Experiment.WorkloadKind (tests check they agree).
+BUILTIN = "builtin"
+SYNTHETIC = "synthetic"
+
+# Synthetic prompts draw from these words. Strings of random words are nothing like real
+# requests: speculation is accepted far less (or, with n-gram lookup, differently) than on
+# real text, so results measured on them distort acceptance and speedup.
+SYNTHETIC_VOCABULARY = (
+    "time year people way day man thing woman life child world school state family student "
+    "group country problem hand part place case week company system program question work "
+    "government number night point home water room mother area money story fact month lot "
+    "right study book eye job word business issue side kind head house service friend father "
+    "power hour game line end member law car city community name president team minute idea "
+    "kid body information back parent face others level office door health person art war "
+    "history party result change morning reason research girl guy moment air teacher force "
+    "education foot boy age policy process music market sense nation plan college interest "
+    "death experience effect use class control care field development role effort rate heart "
+    "drug show leader light voice wife police mind price report decision son view relationship "
+    "town road arm difference value building action model season society tax director position "
+    "player record paper space ground form event official matter center couple site project "
+    "activity star table need court oil situation cost industry figure street image phone data "
+    "picture practice piece land product doctor wall patient worker news test movie north love "
+    "support technology step baby computer type attention film tree source organization hair "
+    "window evidence population bank"
+).split()
+
+
+@dataclass(frozen=True)
+class PromptSet:
+    name: str
+    title: str
+    description: str
+    prompts: tuple[str, ...]
+
+
+def builtin_prompt_sets() -> dict[str, PromptSet]:
+    """Every built-in prompt set by name, in name order."""
+    return dict(_load_prompt_sets())
+
+
+@cache
+def _load_prompt_sets() -> tuple[tuple[str, PromptSet], ...]:
+    sets = (_read_prompt_set(path) for path in sorted(PROMPT_SETS_DIR.glob("*.json")))
+    return tuple((prompt_set.name, prompt_set) for prompt_set in sets)
+
+
+def _read_prompt_set(path: Path) -> PromptSet:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    prompts = data["prompts"]
+    if data["name"] != path.stem:
+        raise ValueError(f"Prompt set file {path.name} declares the name {data['name']!r}.")
+    if not prompts or not all(isinstance(p, str) and p for p in prompts):
+        raise ValueError(f"Prompt set file {path.name} needs a non-empty list of non-empty strings.")
+    return PromptSet(name=data["name"], title=data["title"], description=data["description"], prompts=tuple(prompts))
+
+
+def prompt_set_choices() -> list[tuple[str, str]]:
+    """(name, title) pairs for a form's select."""
+    return [(name, prompt_set.title) for name, prompt_set in builtin_prompt_sets().items()]
+
+
+def get_prompt_set(name: str) -> PromptSet:
+    prompt_sets = builtin_prompt_sets()
+    if name not in prompt_sets:
+        known = ", ".join(prompt_sets) or "none"
+        raise ValueError(f"Unknown prompt set {name!r}; the built-in sets are: {known}.")
+    return prompt_sets[name]
+
+
+def prompt_set_hash(name: str) -> str:
+    """sha256 (hex) of the set's prompts as compact UTF-8 JSON: changes when any prompt changes."""
+    canonical = json.dumps(list(get_prompt_set(name).prompts), ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def synthetic_prompts(*, count: int, input_len: int, seed: int) -> list[str]:
+    """`count` prompts of `input_len` words drawn at random from a fixed vocabulary.
+
+    Deterministic for a seed, and the first n prompts do not depend on `count`. These are
+    random-token prompts: acceptance and speedup measured on them are not those of real
+    traffic (see SYNTHETIC_VOCABULARY).
+    """
+    if count < 0 or input_len < 1:
+        raise ValueError(f"Synthetic prompts need count >= 0 and input_len >= 1, got {count} and {input_len}.")
+    rng = random.Random(seed)
+    return [" ".join(rng.choices(SYNTHETIC_VOCABULARY, k=input_len)) for _ in range(count)]
+
+
+def experiment_prompts(experiment) -> list[str]:
+    """The `experiment.num_prompts` prompts of a models.Experiment, in the order they are sent.
+
+    A built-in set shorter than num_prompts is cycled through in order.
+    """
+    count = experiment.num_prompts
+    if experiment.workload_kind == BUILTIN:
+        prompts = get_prompt_set(experiment.prompt_set).prompts
+        return [prompts[i % len(prompts)] for i in range(count)]
+    if experiment.workload_kind == SYNTHETIC:
+        if not experiment.synthetic_input_len:
+            raise ValueError("A synthetic workload needs synthetic_input_len.")
+        return synthetic_prompts(count=count, input_len=experiment.synthetic_input_len, seed=experiment.seed)
+    raise ValueError(f"Unknown workload kind {experiment.workload_kind!r}; expected {BUILTIN!r} or {SYNTHETIC!r}.")
