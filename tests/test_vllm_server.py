@@ -1,6 +1,7 @@
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -61,7 +62,7 @@ def test_enforce_eager_defaults_to_cpu_only(monkeypatch):
 
 def test_free_port_skips_a_taken_candidate():
     taken = free_port()
-    with vllm_server.socket.create_server(("127.0.0.1", taken)):
+    with socket.create_server(("127.0.0.1", taken)):
         other = free_port([taken, *range(18770, 18780)])
         assert other != taken
     assert free_port() > 0
