@@ -132,6 +132,7 @@ def _run_close(*, run_id: int, new: str, error: str = "") -> None:
     run.save(update_fields=["status", "error", "finished_at"])
 
 
+@transaction.atomic
 def run_mark_succeeded(*, run_id: int) -> None:
     _run_close(run_id=run_id, new=Run.Status.SUCCEEDED)
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
+from django.db import transaction
 
 from experiments import services
 from experiments.models import Arm, Experiment, Run
@@ -108,10 +109,12 @@ def _execute_run(server, experiment, run, prompts, environment, worker_host) -> 
     try:
         load, counters = measure_run(server, experiment, run, prompts)
         _check_load(server, load)
-        ingest.ingest_run(
-            run_id=run.id, load=load, counters=counters, environment=environment, experiment=experiment
-        )
-        services.run_mark_succeeded(run_id=run.id)
+        # The rows, the summary and the status change land together or not at all.
+        with transaction.atomic():
+            ingest.ingest_run(
+                run_id=run.id, load=load, counters=counters, environment=environment, experiment=experiment
+            )
+            services.run_mark_succeeded(run_id=run.id)
     except SoftTimeLimitExceeded:
         services.run_mark_failed(run_id=run.id, error="The run went past its time limit.")
         raise
