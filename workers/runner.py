@@ -20,7 +20,6 @@ from experiments.workloads import experiment_prompts
 from workers import ingest
 from workers.envinfo import capture_environment
 from workers.loadgen import run_load_sync
-from workers.prom import diff, fetch_spec_counters
 from workers.vllm_server import ServerStartError, VllmServer, build_server_args, free_port
 
 logger = logging.getLogger(__name__)
@@ -43,6 +42,10 @@ class ProgressReporter:
         self.last_beat = now
         services.run_heartbeat(run_id=self.run.id, requests_done=done, requests_total=self.total)
         logger.info("%s: %d/%d requests", self.run, done, self.total)
+
+
+class RunFailed(Exception):
+    """A run whose measurement cannot be used."""
 
 
 def server_log_path(experiment: Experiment, arm: Arm) -> Path:
@@ -80,17 +83,14 @@ def _load(server: VllmServer, experiment: Experiment, prompts: list[str], concur
 
 
 def measure_run(server: VllmServer, experiment: Experiment, run: Run, prompts: list[str]):
-    """Warm up, then drive the measured requests, reading the spec counters around them."""
+    """Warm up, then drive the measured requests; the load generator reads the spec
+    counters around the measured ones only."""
     if experiment.warmup_requests:
         _load(server, experiment, prompts[: experiment.warmup_requests], run.concurrency)
-    before = fetch_spec_counters(server.base_url)
     load = _load(server, experiment, prompts, run.concurrency, ProgressReporter(run, len(prompts)))
-    after = fetch_spec_counters(server.base_url)
-    return load, diff(before, after)
-
-
-class RunFailed(Exception):
-    """A run that produced no successful request."""
+    if load.spec_counters is None:
+        raise RunFailed(f"could not read {server.base_url}/metrics around the measured requests")
+    return load, load.spec_counters
 
 
 def _check_load(server: VllmServer, load) -> None:
