@@ -9,4 +9,12 @@ urlpatterns = [
     path("experiments/new/", views.experiment_create, name="create"),
     path("experiments/<int:pk>/", views.experiment_detail, name="detail"),
     path("experiments/<int:pk>/progress/", views.experiment_progress, name="progress"),
+    path("experiments/<int:pk>/download/summaries.csv", views.experiment_download,
+         {"table": "summaries", "fmt": "csv"}, name="summaries_csv"),
+    path("experiments/<int:pk>/download/summaries.json", views.experiment_download,
+         {"table": "summaries", "fmt": "json"}, name="summaries_json"),
+    path("experiments/<int:pk>/download/requests.csv", views.experiment_download,
+         {"table": "requests", "fmt": "csv"}, name="requests_csv"),
+    path("experiments/<int:pk>/download/requests.json", views.experiment_download,
+         {"table": "requests", "fmt": "json"}, name="requests_json"),
 ]

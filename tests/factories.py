@@ -1,10 +1,16 @@
-"""factory_boy factories for the specdash tables."""
+"""factory_boy factories for the specdash tables, and a finished experiment made with them."""
+
+import json
+import random
 
 import factory
 from django.conf import settings
 from django.contrib.auth import get_user_model
 
-from experiments.models import Arm, Experiment, RequestRecord, Run, RunSummary
+from experiments import stats
+from experiments.analysis import experiment_analyse
+from experiments.models import Arm, EnvironmentSnapshot, Experiment, RequestRecord, Run, RunSummary
+from workers.ingest import meets_slos
 
 PASSWORD = "correct horse battery"
 
@@ -103,3 +109,112 @@ class RequestRecordFactory(factory.django.DjangoModelFactory):
     e2e_ms = 700.0
     tpot_ms = factory.LazyAttribute(lambda r: (r.e2e_ms - r.ttft_ms) / (r.output_tokens - 1))
     finish_reason = "length"
+
+
+class EnvironmentSnapshotFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = EnvironmentSnapshot
+
+    run = factory.SubFactory(RunFactory, status=Run.Status.SUCCEEDED)
+    host_name = "cpu-worker-1"
+    cpu_model = "AMD EPYC 7B13"
+    cpu_count = 2
+    vllm_version = "0.32.0"
+    torch_version = "2.13.0+cpu"
+    python_version = "3.11.2"
+    server_command = factory.LazyAttribute(lambda snapshot: _server_command(snapshot.run.arm))
+
+
+def _server_command(arm: Arm) -> list[str]:
+    command = ["python", "-m", "vllm.entrypoints.openai.api_server", "--model", "/models/target", "--port", "8100"]
+    if arm.is_baseline:
+        return command
+    return command + ["--speculative-config", json.dumps(arm.speculative_config(), sort_keys=True)]
+
+
+# ---------------------------------------------------------------- a finished experiment
+
+# (label, method, k, params, TPOT in ms at each level, chance a draft token is accepted)
+SEEDED_ARMS = (
+    ("baseline", Arm.Method.BASELINE, None, {}, {1: 20.0, 4: 26.0}, 0.0),
+    ("n-gram k=4", Arm.Method.NGRAM, 4, {"prompt_lookup_min": 2, "prompt_lookup_max": 4}, {1: 12.0, 4: 21.0}, 0.6),
+    ("draft k=3", Arm.Method.DRAFT_MODEL, 3, {"model": "/models/draft"}, {1: 15.0, 4: 29.0}, 0.5),
+)
+
+
+def _steps(rng, k, accept, output_tokens):
+    """Accepted draft tokens per verify step until the output is covered (prefill gives token 0)."""
+    accepted, index = [], 1
+    while index < output_tokens:
+        n = 0
+        while n < k and rng.random() < accept:
+            n += 1
+        accepted.append(n)
+        index += n + 1
+    return accepted
+
+
+def _seed_request(rng, run, prompt_index, tpot, k, accept, output_tokens):
+    ttft = rng.uniform(40, 60) * (1 + run.concurrency / 8)
+    accepted = _steps(rng, k, accept, output_tokens) if k else None
+    chunk_tokens = [1] + ([n + 1 for n in accepted] if k else [1] * (output_tokens - 1))
+    tpot_ms = tpot * rng.uniform(0.85, 1.15)
+    gap = tpot_ms * (output_tokens - 1) / (len(chunk_tokens) - 1)
+    return RequestRecordFactory(
+        run=run, prompt_index=prompt_index, output_tokens=output_tokens, ttft_ms=ttft,
+        e2e_ms=ttft + tpot_ms * (output_tokens - 1), tpot_ms=tpot_ms,
+        chunk_times_ms=[ttft + i * gap for i in range(len(chunk_tokens))], chunk_tokens=chunk_tokens,
+        spec_accepted_per_step=accepted, spec_proposed_per_step=[k] * len(accepted) if k else None,
+        spec_acceptance_length=1 + sum(accepted) / len(accepted) if k else None,
+    )  # fmt: skip
+
+
+def _seed_summary(run, requests, k, duration_s):
+    experiment = run.experiment
+    goodput = sum(meets_slos(r, experiment) for r in requests) / duration_s if experiment.has_slos else None
+    fields = {
+        f"{metric}_{key}_ms": value
+        for metric in ("ttft", "tpot", "e2e")
+        for key, value in stats.summarise([getattr(r, f"{metric}_ms") for r in requests]).items()
+    }
+    gaps = [gap for r in requests for gap in stats.itl_ms(r.chunk_times_ms)]
+    fields |= {f"itl_{key}_ms": value for key, value in stats.summarise(gaps).items()}
+    steps = [n for r in requests for n in (r.spec_accepted_per_step or [])]
+    output_tokens = sum(r.output_tokens for r in requests)
+    return RunSummaryFactory(
+        run=run, duration_s=duration_s, completed=len(requests), total_output_tokens=output_tokens,
+        request_throughput=len(requests) / duration_s, output_throughput=output_tokens / duration_s, goodput=goodput,
+        tokens_per_chunk_mean=stats.tokens_per_chunk([n for r in requests for n in r.chunk_tokens]),
+        spec_num_drafts=len(steps) if k else None, spec_num_draft_tokens=len(steps) * k if k else None,
+        spec_num_accepted_tokens=sum(steps) if k else None,
+        spec_accepted_per_pos=[sum(n > i for n in steps) for i in range(k)] if k else None,
+        **fields,
+    )  # fmt: skip
+
+
+def seed_finished_experiment(*, requests=20, repetitions=2, output_tokens=32, seed=0, **fields) -> Experiment:
+    """A finished experiment of SEEDED_ARMS at concurrency 1 and 4, every run succeeded with
+    `requests` requests (per-step acceptance included) and a summary computed from them,
+    one environment snapshot per run, and the stored analysis."""
+    rng = random.Random(seed)
+    experiment = ExperimentFactory(
+        status=Experiment.Status.FINISHED, concurrency_levels=[1, 4], repetitions=repetitions,
+        num_prompts=requests, max_tokens=output_tokens, **fields,
+    )  # fmt: skip
+    for position, (label, method, k, params, tpots, accept) in enumerate(SEEDED_ARMS):
+        arm = ArmFactory(
+            experiment=experiment, position=position, label=label, method=method, num_speculative_tokens=k,
+            params=params,
+        )  # fmt: skip
+        for repetition in range(1, repetitions + 1):
+            for level, tpot in tpots.items():
+                run = RunFactory(
+                    arm=arm, concurrency=level, repetition=repetition, status=Run.Status.SUCCEEDED,
+                    worker_host="cpu-worker-1", requests_done=requests, requests_total=requests,
+                )  # fmt: skip
+                rows = [_seed_request(rng, run, i, tpot, k, accept, output_tokens) for i in range(requests)]
+                duration_s = sum(r.e2e_ms for r in rows) / 1000 / level
+                _seed_summary(run, rows, k, duration_s)
+                EnvironmentSnapshotFactory(run=run)
+    experiment_analyse(experiment=experiment)
+    return experiment

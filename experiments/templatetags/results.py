@@ -1,0 +1,100 @@
+"""Table cells of the results block: a shown figure plus the exact value that sorting and
+"Copy" (tab-separated) use, so the copied numbers are the stored ones, not rounded.
+
+The cells are built as plain strings (numbers need no escaping; labels are escaped): the
+page renders a few thousand of them and template nodes per cell would cost most of its time.
+"""
+
+from django import template
+from django.utils.html import escape
+from django.utils.safestring import mark_safe
+
+register = template.Library()
+
+DASH = "–"
+
+
+def _shown(value, decimals: int) -> str:
+    return DASH if value is None else f"{value:.{decimals}f}"
+
+
+def _exact(value) -> str:
+    return "" if value is None else repr(value)
+
+
+def _value_td(value, decimals: int) -> str:
+    return f'<td class="num" data-value="{_exact(value)}">{_shown(value, decimals)}</td>'
+
+
+def _spread_td(spread, decimals: int) -> str:
+    tsv = "\t".join(_exact(v) for v in (spread.mean, spread.min, spread.max))
+    if spread.mean is None:
+        return f'<td class="num" data-value="" data-tsv="{tsv}">{DASH}</td>'
+    return (
+        f'<td class="num" data-value="{_exact(spread.mean)}" data-tsv="{tsv}">{_shown(spread.mean, decimals)}'
+        f'<span class="range">{_shown(spread.min, decimals)}–{_shown(spread.max, decimals)}</span></td>'
+    )
+
+
+def _interval_td(estimate, decimals: int) -> str:
+    if estimate is None or estimate.point is None:
+        return f'<td class="num" data-value="" data-tsv="\t\t">{DASH}</td>'
+    tsv = "\t".join(_exact(v) for v in (estimate.point, estimate.ci_low, estimate.ci_high))
+    if estimate.ci_low is None:
+        interval = escape(estimate.note or "no interval")
+    else:
+        interval = f"[{_shown(estimate.ci_low, decimals)}, {_shown(estimate.ci_high, decimals)}]"
+    return (
+        f'<td class="num" data-value="{_exact(estimate.point)}" data-tsv="{tsv}">{_shown(estimate.point, decimals)}×'
+        f'<span class="range">{interval}</span></td>'
+    )
+
+
+@register.simple_tag
+def arm_td(arm):
+    """The arm's name with its colour, as in the charts."""
+    label = escape(arm.label)
+    return mark_safe(
+        f'<td data-value="{label}"><span class="swatch" style="background: {escape(arm.colour)}"></span>{label}</td>'
+    )
+
+
+@register.simple_tag
+def value_tds(*values, decimals=0):
+    """One cell per value, shown with `decimals` decimals."""
+    return mark_safe("".join(_value_td(value, decimals) for value in values))
+
+
+@register.simple_tag
+def spread_tds(spread, *columns, decimals=2):
+    """Per column of a Cell's `spread`: the mean over the repetitions with min–max under it;
+    copied as three columns."""
+    return mark_safe("".join(_spread_td(spread[column], decimals) for column in columns))
+
+
+@register.simple_tag
+def interval_tds(*estimates, decimals=3):
+    """Per speedup estimate: the point with its 95% interval under it; copied as point, low and high."""
+    return mark_safe("".join(_interval_td(estimate, decimals) for estimate in estimates))
+
+
+@register.simple_tag
+def spread_ths(*labels):
+    return mark_safe(
+        "".join(
+            f'<th class="num" data-tsv="{escape(label)} mean\t{escape(label)} min\t{escape(label)} max">'
+            f"{escape(label)}</th>"
+            for label in labels
+        )
+    )
+
+
+@register.simple_tag
+def interval_ths(*labels):
+    return mark_safe(
+        "".join(
+            f'<th class="num" data-tsv="{escape(label)} speedup\t{escape(label)} 95% low\t{escape(label)} 95% high">'
+            f"{escape(label)}</th>"
+            for label in labels
+        )
+    )

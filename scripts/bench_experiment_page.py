@@ -1,0 +1,190 @@
+"""Server time of the experiment page at a realistic size, in the dev database.
+
+Seeds one finished experiment — a baseline and 4 speculative arms x 8 concurrency levels x
+3 repetitions x 500 requests, ingested with COPY through workers.ingest as a worker would —
+runs the analysis once (a minute or two), then times GETs of its page with Django's test
+client and prints the median. The experiment (and the user made for it, if any) is deleted
+at the end, also when something fails.
+
+Run against the database `./dev services` starts:
+
+    eval "$(./dev env)" && .venv/bin/python scripts/bench_experiment_page.py
+"""
+
+import math
+import os
+import random
+import statistics
+import sys
+import time
+import warnings
+from datetime import datetime, timezone
+from pathlib import Path
+
+import django
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+django.setup()
+# WhiteNoise warns that collectstatic has not run; the timed page does not depend on it.
+warnings.filterwarnings("ignore", message="No directory at")
+
+from django.contrib.auth import get_user_model  # noqa: E402
+from django.db import connection  # noqa: E402
+from django.test import Client, override_settings  # noqa: E402
+from django.urls import reverse  # noqa: E402
+
+from experiments.analysis import experiment_analyse  # noqa: E402
+from experiments.models import Arm, Experiment, Run  # noqa: E402
+from workers.ingest import ingest_run  # noqa: E402
+from workers.loadgen import LoadResult, RequestResult  # noqa: E402
+from workers.prom import SpecCounters  # noqa: E402
+
+NAME = "bench: experiment page (deleted by scripts/bench_experiment_page.py)"
+BENCH_USER = "bench-experiment-page"
+LEVELS = [1, 2, 4, 8, 16, 32, 64, 128]
+REPETITIONS, REQUESTS, OUTPUT_TOKENS, GETS = 3, 500, 128, 10
+# (label, method, k, chance a draft token is accepted, draft cost ratio)
+ARMS = [
+    ("baseline", Arm.Method.BASELINE, None, 0.0, 0.0),
+    ("n-gram k=4", Arm.Method.NGRAM, 4, 0.55, 0.02),
+    ("n-gram k=2", Arm.Method.NGRAM, 2, 0.6, 0.02),
+    ("draft k=4", Arm.Method.DRAFT_MODEL, 4, 0.7, 0.15),
+    ("EAGLE-3 k=3", Arm.Method.EAGLE3, 3, 0.75, 0.08),
+]
+ENVIRONMENT = {
+    "host_name": "bench-host", "cpu_model": "bench CPU", "cpu_count": 64, "gpu_name": "NVIDIA H100 80GB HBM3",
+    "gpu_count": 1, "gpu_memory_mb": 81559, "gpu_driver": "550.54.15", "cuda_version": "12.4",
+    "vllm_version": "0.32.0", "torch_version": "2.13.0", "python_version": "3.11.2",
+}  # fmt: skip
+
+
+def _steps(rng, k, accept):
+    accepted, index = [], 1
+    while index < OUTPUT_TOKENS:
+        n = 0
+        while n < k and rng.random() < accept:
+            n += 1
+        accepted.append(n)
+        index += n + 1
+    return accepted
+
+
+def _request(rng, prompt_index, level, k, accept, cost):
+    """One streamed request: a target step gets dearer with the batch, a verify step more so."""
+    step_ms = 10.0 * (1 + math.log2(level) * 0.35)
+    ttft = rng.uniform(30, 60) * (1 + level / 16)
+    accepted = _steps(rng, k, accept) if k else None
+    chunk_tokens = [1] + ([n + 1 for n in accepted] if k else [1] * (OUTPUT_TOKENS - 1))
+    verify_ms = step_ms * (1 + k * cost) * (1 + math.log2(level) * 0.12) if k else step_ms
+    gaps = [verify_ms * rng.uniform(0.8, 1.2) for _ in chunk_tokens[1:]]
+    times = [ttft]
+    for gap in gaps:
+        times.append(times[-1] + gap)
+    return RequestResult(
+        prompt_index=prompt_index, input_tokens=rng.randint(80, 400), output_tokens=OUTPUT_TOKENS, sent_at_s=0.0,
+        ttft_ms=ttft, e2e_ms=times[-1], tpot_ms=(times[-1] - ttft) / (OUTPUT_TOKENS - 1), chunk_times_ms=times,
+        chunk_tokens=chunk_tokens, finish_reason="length",
+        spec_acceptance_length=1 + sum(accepted) / len(accepted) if k else None,
+        spec_accepted_per_step=accepted, spec_proposed_per_step=[k] * len(accepted) if k else None,
+    )  # fmt: skip
+
+
+def _counters(requests, k):
+    if not k:
+        return SpecCounters()
+    steps = [n for r in requests for n in r.spec_accepted_per_step]
+    return SpecCounters(len(steps), len(steps) * k, sum(steps), [sum(n > i for n in steps) for i in range(k)])
+
+
+def seed(owner) -> Experiment:
+    rng = random.Random(0)
+    experiment = Experiment.objects.create(
+        name=NAME, owner=owner, status=Experiment.Status.FINISHED, target_model="/models/bench-target",
+        worker_queue="h100", prompt_set="chat", prompt_set_hash="b" * 64, num_prompts=REQUESTS,
+        max_tokens=OUTPUT_TOKENS, concurrency_levels=LEVELS, repetitions=REPETITIONS, slo_tpot_ms=25.0,
+    )  # fmt: skip
+    now = datetime.now(timezone.utc)
+    for position, (label, method, k, accept, cost) in enumerate(ARMS):
+        params = {"model": "/models/bench-draft"} if method in (Arm.Method.DRAFT_MODEL, Arm.Method.EAGLE3) else {}
+        arm = Arm.objects.create(
+            experiment=experiment, position=position, label=label, method=method, num_speculative_tokens=k,
+            params=params,
+        )  # fmt: skip
+        command = ["python", "-m", "vllm.entrypoints.openai.api_server", "--model", experiment.target_model]
+        environment = ENVIRONMENT | {"server_command": command + ([] if k is None else ["--speculative-config", "…"])}
+        for repetition in range(1, REPETITIONS + 1):
+            for level in LEVELS:
+                run = Run.objects.create(
+                    experiment=experiment, arm=arm, concurrency=level, repetition=repetition,
+                    status=Run.Status.SUCCEEDED, worker_host="bench-host", requests_done=REQUESTS,
+                    requests_total=REQUESTS,
+                )  # fmt: skip
+                requests = [_request(rng, i, level, k, accept, cost) for i in range(REQUESTS)]
+                duration = sum(r.e2e_ms for r in requests) / 1000 / level
+                load = LoadResult(requests=requests, duration_s=duration, started_at=now, finished_at=now)
+                ingest_run(
+                    run_id=run.id, load=load, counters=_counters(requests, k), environment=environment,
+                    experiment=experiment,
+                )  # fmt: skip
+        print(f"  seeded {label}", flush=True)
+    return experiment
+
+
+# The dev settings serve static files from a collectstatic manifest that may not exist yet;
+# plain static URLs cost the same.
+@override_settings(STORAGES={"staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}})
+def time_page(experiment, user) -> tuple[list[float], list[float], int, int]:
+    """Wall-clock and this process's CPU milliseconds per GET, the queries of one GET and its size.
+
+    The CPU time leaves out PostgreSQL's share but also the wait for a core, which on a
+    shared machine can be most of the difference between runs."""
+    client = Client(SERVER_NAME="localhost")
+    client.force_login(user)
+    url = reverse("experiments:detail", args=[experiment.pk])
+    queries = []
+
+    def count(execute, sql, params, many, context):
+        queries.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(count):
+        response = client.get(url)
+    assert response.status_code == 200, response.status_code
+    wall, cpu = [], []
+    for _ in range(GETS):
+        start, start_cpu = time.perf_counter(), time.process_time()
+        client.get(url)
+        wall.append((time.perf_counter() - start) * 1000)
+        cpu.append((time.process_time() - start_cpu) * 1000)
+    return wall, cpu, len(queries), len(response.content)
+
+
+def main():
+    user, made_user = get_user_model().objects.get_or_create(username=BENCH_USER)
+    Experiment.objects.filter(name=NAME).delete()  # left over from an interrupted run
+    experiment = None
+    try:
+        arms = len(ARMS) - 1
+        print(f"seeding: baseline + {arms} arms x {len(LEVELS)} levels x {REPETITIONS} reps x {REQUESTS} requests")
+        start = time.perf_counter()
+        experiment = seed(user)
+        print(f"seeded in {time.perf_counter() - start:.0f} s; analysing …", flush=True)
+        start = time.perf_counter()
+        experiment_analyse(experiment=experiment)
+        print(f"analysis stored in {time.perf_counter() - start:.0f} s")
+        wall, cpu, queries, size = time_page(experiment, user)
+        print(
+            f"experiment page: median {statistics.median(wall):.0f} ms over {GETS} GETs "
+            f"(min {min(wall):.0f}, max {max(wall):.0f}; CPU of this process {statistics.median(cpu):.0f} ms); "
+            f"{queries} queries; {size / 1024:.0f} KiB of HTML; load average {os.getloadavg()[0]:.1f} "
+            f"on {os.cpu_count()} cores"
+        )
+    finally:
+        if experiment is not None:
+            experiment.delete()
+        if made_user:
+            user.delete()
+
+
+if __name__ == "__main__":
+    main()

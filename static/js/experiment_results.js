@@ -1,0 +1,446 @@
+/* The experiment page's results: draws every chart from the "results-data" JSON
+   (experiments.selectors.Results.chart_data) and makes the result tables sortable by
+   clicking a heading and copyable as tab-separated values. */
+(function () {
+  "use strict";
+
+  const source = document.getElementById("results-data");
+  if (!source || typeof Chart === "undefined") return;
+  document.documentElement.classList.add("js"); // shows the "Copy" buttons
+  const data = JSON.parse(source.textContent);
+  const arms = data.arms;
+  const armById = new Map(arms.map((arm) => [arm.id, arm]));
+  const speculative = arms.filter((arm) => !arm.baseline);
+  const levelLabels = data.levels.map(String);
+  const cells = new Map(data.cells.map((cell) => [`${cell.arm}:${cell.level}`, cell]));
+  const INK = "#1f2328";
+  const CONCURRENCY = "concurrent requests";
+  const SPEEDUP = "speedup (× baseline)";
+
+  Chart.defaults.font.family = getComputedStyle(document.body).fontFamily;
+  Chart.defaults.font.size = 12;
+  Chart.defaults.color = INK;
+  Chart.defaults.animation = false;
+  Chart.defaults.maintainAspectRatio = false;
+  Chart.defaults.plugins.legend.position = "bottom";
+  Chart.defaults.plugins.legend.labels.boxWidth = 12;
+  Chart.defaults.plugins.title.font = { size: 13, weight: "600" };
+
+  // ------------------------------------------------------------ chart helpers
+
+  function armStyle(arm, dataset) {
+    return {
+      borderColor: arm.colour,
+      backgroundColor: arm.colour,
+      errorBarColor: arm.colour,
+      errorBarWhiskerColor: arm.colour,
+      errorBarWhiskerSize: 10,
+      borderWidth: 2,
+      pointRadius: 3,
+      ...dataset,
+    };
+  }
+
+  function options(title, xTitle, yTitle, extra = {}) {
+    return {
+      interaction: { mode: "nearest", intersect: false },
+      plugins: { title: { display: true, text: title }, ...extra.plugins },
+      scales: {
+        x: { title: { display: true, text: xTitle }, offset: true, ...extra.x },
+        y: { title: { display: true, text: yTitle }, beginAtZero: true, ...extra.y },
+      },
+    };
+  }
+
+  function draw(id, config) {
+    const canvas = document.getElementById(id);
+    return canvas ? new Chart(canvas, config) : null;
+  }
+
+  function onToggle(name, callback) {
+    const group = document.querySelector(`[data-toggle="${name}"]`);
+    if (!group) return;
+    group.addEventListener("click", (event) => {
+      const button = event.target.closest("button[data-value]");
+      if (!button) return;
+      group.querySelectorAll("button").forEach((b) => b.setAttribute("aria-pressed", String(b === button)));
+      callback(button.dataset.value);
+    });
+  }
+
+  // One line per arm over the concurrency levels: mean of the repetitions, min–max bars.
+  function spreadDatasets(column, armList = arms) {
+    return armList.map((arm) => {
+      const points = [];
+      for (const level of data.levels) {
+        const value = cells.get(`${arm.id}:${level}`)?.[column];
+        if (value && value[0] !== null) points.push({ x: String(level), y: value[0], yMin: value[1], yMax: value[2] });
+      }
+      return armStyle(arm, { label: arm.label, data: points });
+    });
+  }
+
+  function spreadChart(id, title, yTitle, column, armList) {
+    return draw(id, {
+      type: "lineWithErrorBars",
+      data: { labels: levelLabels, datasets: spreadDatasets(column, armList) },
+      options: options(title, CONCURRENCY, yTitle),
+    });
+  }
+
+  function parityLine() {
+    return {
+      type: "line",
+      yMin: 1,
+      yMax: 1,
+      borderColor: INK,
+      borderWidth: 1.5,
+      borderDash: [5, 4],
+      label: {
+        display: true,
+        content: "1.0× = baseline",
+        position: "end",
+        backgroundColor: "rgba(255, 255, 255, 0.85)",
+        color: INK,
+        font: { size: 11 },
+      },
+    };
+  }
+
+  // ------------------------------------------------------------ latency, throughput, chunks
+
+  const LATENCY = [
+    ["ttft", "TTFT"],
+    ["tpot", "TPOT"],
+    ["e2e", "End-to-end latency"],
+  ];
+  const latencyCharts = LATENCY.map(([metric, name]) =>
+    spreadChart(`chart-${metric}`, `${name}, p50`, "ms", `${metric}_p50_ms`),
+  );
+  onToggle("latency", (percentile) => {
+    latencyCharts.forEach((chart, i) => {
+      const [metric, name] = LATENCY[i];
+      chart.data.datasets = spreadDatasets(`${metric}_${percentile}_ms`);
+      chart.options.plugins.title.text = `${name}, ${percentile}`;
+      chart.update();
+    });
+  });
+
+  spreadChart("chart-output-throughput", "Output throughput", "output tokens / s", "output_throughput");
+  spreadChart("chart-request-throughput", "Request throughput", "requests / s", "request_throughput");
+  spreadChart("chart-goodput", "Goodput (every SLO met)", "requests / s", "goodput");
+  spreadChart("chart-itl", "Raw inter-chunk latency, p50", "ms between chunks", "itl_p50_ms");
+  spreadChart("chart-tokens-per-chunk", "Tokens per streamed chunk", "tokens / chunk", "tokens_per_chunk_mean");
+
+  // ------------------------------------------------------------ speedup
+
+  const SPEEDUP_NAMES = { tpot: "TPOT", e2e: "end-to-end latency", output_throughput: "output throughput" };
+
+  function speedupDatasets(metric) {
+    return speculative.map((arm) =>
+      armStyle(arm, {
+        label: arm.label,
+        data: data.speedups
+          .filter((s) => s.arm === arm.id && s.metric === metric && s.point !== null)
+          .map((s) => ({ x: String(s.level), y: s.point, yMin: s.lo ?? s.point, yMax: s.hi ?? s.point })),
+      }),
+    );
+  }
+
+  function breakEven(arm, metric) {
+    const row = data.break_even.find((b) => b.arm === arm.id && b.metric === metric);
+    return row ? row.level : undefined;
+  }
+
+  function speedupAnnotations(metric) {
+    const annotations = { parity: parityLine() };
+    speculative.forEach((arm, i) => {
+      const level = breakEven(arm, metric);
+      if (level === null || level === undefined) return;
+      annotations[`break-even-${arm.id}`] = {
+        type: "line",
+        xMin: String(level),
+        xMax: String(level),
+        borderColor: arm.colour,
+        borderWidth: 2,
+        borderDash: [6, 4],
+        label: {
+          display: true,
+          content: `break-even: ${arm.label}`,
+          position: "end",
+          yAdjust: 4 + i * 22,
+          backgroundColor: arm.colour,
+          color: "#ffffff",
+          font: { size: 11 },
+        },
+      };
+    });
+    return annotations;
+  }
+
+  function breakEvenSentence(metric) {
+    const parts = speculative.map((arm) => {
+      const level = breakEven(arm, metric);
+      if (level === undefined) return `${arm.label}: no estimate`;
+      if (level === null) return `${arm.label}: significantly better at every measured level`;
+      if (level === data.levels[0]) return `${arm.label}: no significant gain at any level`;
+      return `${arm.label}: from ${level} concurrent requests`;
+    });
+    return `Break-even for ${SPEEDUP_NAMES[metric]} — ${parts.join("; ")}.`;
+  }
+
+  const speedupChart = draw("chart-speedup", {
+    type: "lineWithErrorBars",
+    data: { labels: levelLabels, datasets: speedupDatasets("tpot") },
+    options: options("Speedup of TPOT over the baseline (95% interval)", CONCURRENCY, SPEEDUP, {
+      y: { beginAtZero: false, grace: "5%" },
+      plugins: { annotation: { annotations: speedupAnnotations("tpot") } },
+    }),
+  });
+  const breakEvenText = document.getElementById("break-even");
+  if (speedupChart) {
+    breakEvenText.textContent = breakEvenSentence("tpot");
+    onToggle("speedup", (metric) => {
+      speedupChart.data.datasets = speedupDatasets(metric);
+      speedupChart.options.plugins.title.text = `Speedup of ${SPEEDUP_NAMES[metric]} over the baseline (95% interval)`;
+      speedupChart.options.plugins.annotation.annotations = speedupAnnotations(metric);
+      speedupChart.update();
+      breakEvenText.textContent = breakEvenSentence(metric);
+    });
+  }
+
+  // ------------------------------------------------------------ acceptance by position and along the output
+
+  const positions = Math.max(0, ...data.acceptance.map((a) => a.unconditional.length));
+  const positionLabels = Array.from({ length: positions }, (_, i) => String(i));
+
+  function positionChart(id, title, key) {
+    return draw(id, {
+      type: "bar",
+      data: {
+        labels: positionLabels,
+        datasets: data.acceptance.map((a) =>
+          armStyle(armById.get(a.arm), { label: armById.get(a.arm).label, data: a[key] }),
+        ),
+      },
+      options: options(title, "draft position i", "acceptance", { y: { max: 1 } }),
+    });
+  }
+
+  positionChart(
+    "chart-acceptance-unconditional",
+    "Unconditional: accepted at i / drafts (vLLM's figure)",
+    "unconditional",
+  );
+  positionChart("chart-acceptance-conditional", "Conditional: accepted at i / accepted at i − 1", "conditional");
+
+  draw("chart-along-output", {
+    type: "line",
+    data: {
+      datasets: speculative
+        .filter((arm) => data.along_output[String(arm.id)])
+        .map((arm) =>
+          armStyle(arm, {
+            label: arm.label,
+            data: data.along_output[String(arm.id)].map(([start, mean, steps]) => ({ x: start, y: mean, steps })),
+          }),
+        ),
+    },
+    options: options("Accepted draft tokens per verify step along the output", "output token index", "accepted / step", {
+      x: { type: "linear", offset: false },
+      plugins: {
+        tooltip: {
+          callbacks: {
+            label: (item) => `${item.dataset.label}: ${item.parsed.y.toFixed(2)} (${item.raw.steps} steps)`,
+          },
+        },
+      },
+    }),
+  });
+
+  // ------------------------------------------------------------ per-request CDFs
+
+  function cdfDatasets(series, armList, level) {
+    return armList
+      .filter((arm) => series[`${arm.id}:${level}`])
+      .map((arm) => {
+        const values = series[`${arm.id}:${level}`];
+        const step = 100 / Math.max(1, values.length - 1);
+        return armStyle(arm, { label: arm.label, pointRadius: 0, data: values.map((v, i) => ({ x: v, y: i * step })) });
+      });
+  }
+
+  function cdfOptions(title, xTitle) {
+    return options(title, xTitle, "requests at or below (%)", {
+      x: { type: "linear", offset: false, beginAtZero: false },
+      y: { max: 100 },
+    });
+  }
+
+  const firstLevel = data.levels[0];
+  const tpotCdf = draw("chart-tpot-cdf", {
+    type: "line",
+    data: { datasets: cdfDatasets(data.tpot_cdf, arms, firstLevel) },
+    options: cdfOptions(`Per-request TPOT at ${firstLevel}`, "TPOT (ms)"),
+  });
+  const tauCdf = draw("chart-tau-cdf", {
+    type: "line",
+    data: { datasets: cdfDatasets(data.acceptance_length_cdf, speculative, firstLevel) },
+    options: cdfOptions(`Per-request acceptance length τ at ${firstLevel}`, "τ (tokens per verify step)"),
+  });
+
+  function cell(tag, text, value) {
+    const element = document.createElement(tag);
+    element.textContent = text;
+    if (tag === "td") element.className = "num";
+    if (value !== undefined) element.dataset.value = value === null ? "" : String(value);
+    return element;
+  }
+
+  function cdfTable(level) {
+    const table = document.getElementById("table-cdf");
+    if (!table) return;
+    const columns = [
+      ...arms.map((arm) => [`TPOT ms · ${arm.label}`, data.tpot_cdf[`${arm.id}:${level}`]]),
+      ...speculative.map((arm) => [`τ · ${arm.label}`, data.acceptance_length_cdf[`${arm.id}:${level}`]]),
+    ].filter(([, values]) => values && values.length);
+    const rows = Math.max(0, ...columns.map(([, values]) => values.length));
+    const head = document.createElement("thead");
+    const headRow = head.insertRow();
+    headRow.append(cell("th", "Requests at or below (%)"), ...columns.map(([label]) => cell("th", label)));
+    const body = document.createElement("tbody");
+    for (let i = 0; i < rows; i++) {
+      const row = body.insertRow();
+      const quantile = (i * 100) / Math.max(1, rows - 1);
+      row.append(cell("td", quantile.toFixed(0), quantile));
+      columns.forEach(([, values]) => {
+        row.append(cell("td", values[i] === undefined ? "–" : values[i].toFixed(3), values[i]));
+      });
+    }
+    table.querySelectorAll("thead, tbody").forEach((part) => part.remove());
+    table.append(head, body);
+    makeSortable(table);
+  }
+
+  cdfTable(firstLevel);
+  onToggle("cdf", (value) => {
+    const level = Number(value);
+    tpotCdf.data.datasets = cdfDatasets(data.tpot_cdf, arms, level);
+    tpotCdf.options.plugins.title.text = `Per-request TPOT at ${level}`;
+    tpotCdf.update();
+    tauCdf.data.datasets = cdfDatasets(data.acceptance_length_cdf, speculative, level);
+    tauCdf.options.plugins.title.text = `Per-request acceptance length τ at ${level}`;
+    tauCdf.update();
+    cdfTable(level);
+  });
+
+  // ------------------------------------------------------------ predicted against measured
+
+  function predictedDatasets() {
+    return speculative
+      .filter((arm) => data.predicted[String(arm.id)])
+      .flatMap((arm) => {
+        const points = data.predicted[String(arm.id)].points;
+        const at = (key) => data.levels.map((level) => points.find((p) => p.level === level)?.[key] ?? null);
+        return [
+          armStyle(arm, { label: `${arm.label} measured`, data: at("measured"), pointStyle: "circle" }),
+          armStyle(arm, {
+            label: `${arm.label} predicted`,
+            data: at("predicted"),
+            borderDash: [6, 4],
+            pointStyle: "triangle",
+            pointRadius: 4,
+          }),
+        ];
+      });
+  }
+
+  draw("chart-predicted", {
+    type: "line",
+    data: { labels: levelLabels, datasets: predictedDatasets() },
+    options: options("TPOT speedup: Leviathan et al.'s prediction and the measurement", CONCURRENCY, SPEEDUP, {
+      y: { beginAtZero: false, grace: "5%" },
+      plugins: {
+        annotation: { annotations: { parity: parityLine() } },
+        legend: { labels: { usePointStyle: true, boxHeight: 8 } },
+      },
+    }),
+  });
+
+  // ------------------------------------------------------------ tables: sort and copy
+
+  function sortKey(row, index) {
+    const target = row.cells[index];
+    return target.dataset.value ?? target.textContent.trim();
+  }
+
+  function compareKeys(a, b) {
+    if (a === "" || b === "") return (a === "") - (b === "");
+    const x = Number(a);
+    const y = Number(b);
+    return Number.isNaN(x) || Number.isNaN(y) ? a.localeCompare(b) : x - y;
+  }
+
+  function sortBy(header) {
+    const table = header.closest("table");
+    const index = Array.from(header.parentNode.children).indexOf(header);
+    const ascending = header.getAttribute("aria-sort") !== "ascending";
+    table.querySelectorAll("th[aria-sort]").forEach((h) => h.removeAttribute("aria-sort"));
+    header.setAttribute("aria-sort", ascending ? "ascending" : "descending");
+    const body = table.tBodies[0];
+    const rows = Array.from(body.rows);
+    rows.sort((r1, r2) => {
+      const a = sortKey(r1, index);
+      const b = sortKey(r2, index);
+      if (a === "" || b === "") return compareKeys(a, b); // missing values last either way
+      return ascending ? compareKeys(a, b) : compareKeys(b, a);
+    });
+    body.append(...rows);
+  }
+
+  function makeSortable(table) {
+    table.querySelectorAll("thead th").forEach((header) => {
+      header.tabIndex = 0;
+      header.title = "Sort by this column";
+    });
+  }
+
+  function tableTsv(table) {
+    const text = (c) => c.dataset.tsv ?? c.dataset.value ?? c.textContent.trim();
+    return Array.from(table.rows, (row) => Array.from(row.cells, text).join("\t")).join("\n") + "\n";
+  }
+
+  async function copyText(text) {
+    try {
+      await navigator.clipboard.writeText(text);
+    } catch {
+      // No clipboard API outside a secure context: the old way.
+      const area = document.createElement("textarea");
+      area.value = text;
+      document.body.append(area);
+      area.select();
+      document.execCommand("copy");
+      area.remove();
+    }
+  }
+
+  document.querySelectorAll("table.data").forEach(makeSortable);
+  document.addEventListener("click", (event) => {
+    const header = event.target.closest("table.data thead th");
+    if (header) sortBy(header);
+  });
+  document.addEventListener("keydown", (event) => {
+    const header = event.target.closest("table.data thead th");
+    if (header && (event.key === "Enter" || event.key === " ")) {
+      event.preventDefault();
+      sortBy(header);
+    }
+  });
+  document.querySelectorAll("button.copy").forEach((button) => {
+    button.addEventListener("click", async () => {
+      await copyText(tableTsv(document.getElementById(button.dataset.copy)));
+      button.textContent = "Copied";
+      setTimeout(() => (button.textContent = "Copy"), 1500);
+    });
+  });
+})();

@@ -1,0 +1,110 @@
+"""The results of a finished experiment in real Chromium: every chart is drawn with data,
+the controls redraw them, the tables sort and copy, and the verdicts are on the page."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from experiments.models import SpeedupEstimate
+from tests.factories import PASSWORD, seed_finished_experiment
+
+# Playwright's sync API runs an event loop in this thread; the ORM calls here are plain.
+os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+
+CANVASES = [
+    "chart-ttft", "chart-tpot", "chart-e2e", "chart-output-throughput", "chart-request-throughput", "chart-goodput",
+    "chart-speedup", "chart-acceptance-unconditional", "chart-acceptance-conditional", "chart-along-output",
+    "chart-tpot-cdf", "chart-tau-cdf", "chart-itl", "chart-tokens-per-chunk", "chart-predicted",
+]  # fmt: skip
+
+# For each canvas: its chart's number of datasets and of data points in the first one.
+CHART_SIZES = """(ids) => Object.fromEntries(ids.map((id) => {
+  const chart = Chart.getChart(document.getElementById(id));
+  return [id, chart ? [chart.data.datasets.length, chart.data.datasets[0]?.data.length ?? 0] : null];
+}))"""
+
+
+@pytest.fixture
+def page(browser, live_server, user):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server.url)
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(f"{live_server.url}/login/")
+    page.fill("#id_username", user.username)
+    page.fill("#id_password", PASSWORD)
+    page.click(".login [type=submit]")
+    page.wait_for_url(f"{live_server.url}/")
+    yield page
+    context.close()
+    assert errors == [], errors
+
+
+def _shot(page, name):
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=ARTIFACTS / f"{name}.png", full_page=True)
+
+
+def _title(page, canvas_id):
+    return page.evaluate(f"Chart.getChart(document.getElementById('{canvas_id}')).options.plugins.title.text")
+
+
+def test_every_chart_is_drawn_with_data_and_the_verdicts_are_shown(page, live_server):
+    experiment = seed_finished_experiment(slo_tpot_ms=20.0, temperature=0.7)
+    page.goto(f"{live_server.url}/experiments/{experiment.pk}/")
+    page.wait_for_function("() => window.Chart && Chart.getChart(document.getElementById('chart-predicted'))")
+
+    assert page.locator("canvas").count() == len(CANVASES)
+    sizes = page.evaluate(CHART_SIZES, CANVASES)
+    assert {canvas: size for canvas, size in sizes.items() if not size or 0 in size} == {}
+    # One line per arm over the levels; speculative arms only where acceptance is concerned.
+    assert sizes["chart-tpot"] == [3, 2] and sizes["chart-speedup"] == [2, 2]
+    assert sizes["chart-acceptance-unconditional"] == [2, 4] and sizes["chart-tpot-cdf"] == [3, 51]
+    assert sizes["chart-predicted"] == [4, 2]
+
+    verdicts = page.inner_text("#verdicts")
+    assert "n-gram k=4 is faster than the baseline" in verdicts
+    assert "draft k=3" in verdicts and "slower than the baseline" in verdicts
+    assert "Sampling at temperature 0.7" in page.inner_text("#warnings")
+    assert page.locator("#table-cdf tbody tr").count() == 51
+    # The widest table fits the page without a horizontal scroll bar.
+    latency = page.locator("#table-latency")
+    assert latency.evaluate("table => table.scrollWidth <= table.parentElement.clientWidth")
+    _shot(page, "results-01-page")
+
+
+def test_controls_redraw_and_tables_sort_and_copy(page, live_server):
+    experiment = seed_finished_experiment()
+    page.goto(f"{live_server.url}/experiments/{experiment.pk}/")
+    page.wait_for_function("() => window.Chart && Chart.getChart(document.getElementById('chart-predicted'))")
+
+    page.click("[data-toggle=latency] button[data-value=p99]")
+    assert _title(page, "chart-tpot") == "TPOT, p99"
+    page.click("[data-toggle=speedup] button[data-value=output_throughput]")
+    assert "output throughput" in _title(page, "chart-speedup")
+    assert "Break-even for output throughput" in page.inner_text("#break-even")
+    page.click("[data-toggle=cdf] button[data-value='4']")
+    assert _title(page, "chart-tpot-cdf") == "Per-request TPOT at 4"
+
+    # Sorting the speedup table by its TPOT column, descending, puts the largest speedup first.
+    header = page.locator("#table-speedup thead th", has_text="TPOT")
+    header.click()
+    header.click()
+    assert header.get_attribute("aria-sort") == "descending"
+    best = SpeedupEstimate.objects.filter(experiment=experiment, metric="tpot").order_by("-point").first()
+    first_row = page.locator("#table-speedup tbody tr").first
+    assert float(first_row.locator("td").nth(2).get_attribute("data-value")) == best.point
+
+    page.click("button[data-copy=table-speedup]")
+    copied = page.evaluate("navigator.clipboard.readText()")
+    lines = copied.strip().split("\n")
+    assert lines[0].split("\t")[:4] == ["Arm", "Concurrency", "TPOT speedup", "TPOT 95% low"]
+    assert len(lines) == 1 + 2 * 2 and repr(best.point) in lines[1]
+    _shot(page, "results-02-after-controls")

@@ -1,0 +1,370 @@
+"""The results on the experiment page: the selectors' aggregates against hand-made cases,
+what the page shows (verdicts, warnings, definitions, tables equal to the stored values),
+its query budget, and the downloads."""
+
+import csv
+import io
+import json
+import statistics
+from html.parser import HTMLParser
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from experiments import selectors
+from experiments.models import Experiment, ExperimentAnalysis, RequestRecord, Run, RunSummary, SpeedupEstimate
+from tests.factories import (
+    ArmFactory,
+    ExperimentFactory,
+    RequestRecordFactory,
+    RunFactory,
+    RunSummaryFactory,
+    seed_finished_experiment,
+)
+
+pytestmark = pytest.mark.django_db
+
+DOWNLOADS = ["summaries_csv", "summaries_json", "requests_csv", "requests_json"]
+
+
+def _two_arms(**fields) -> tuple[Experiment, object, object]:
+    experiment = ExperimentFactory(concurrency_levels=[1, 4], repetitions=2, **fields)
+    baseline = ArmFactory(experiment=experiment, baseline=True, position=0)
+    arm = ArmFactory(experiment=experiment, position=1, label="n-gram k=4")
+    return experiment, baseline, arm
+
+
+def _summary(arm, level, repetition, status=Run.Status.SUCCEEDED, **fields) -> RunSummary:
+    run = RunFactory(arm=arm, concurrency=level, repetition=repetition, status=status)
+    return RunSummaryFactory(run=run, **fields)
+
+
+def _cells(experiment):
+    arms = selectors.arm_styles(experiment=experiment)
+    return {(c.arm.label, c.level): c for c in selectors.summary_cells(experiment=experiment, arms=arms)}
+
+
+class _Tables(HTMLParser):
+    """The rows of every <table id=…> as lists of each cell's data-value (or its text)."""
+
+    def __init__(self):
+        super().__init__()
+        self.tables, self._table, self._cell = {}, None, None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "table" and attrs.get("id"):
+            self._table = self.tables.setdefault(attrs["id"], [])
+        elif tag == "tr" and self._table is not None:
+            self._table.append([])
+        elif tag in ("td", "th") and self._table is not None:
+            self._cell = [attrs.get("data-value"), ""]
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell[1] += data
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None:
+            value, text = self._cell
+            self._table[-1].append(value if value is not None else text.strip())
+            self._cell = None
+        elif tag == "table":
+            self._table = None
+
+
+def _tables(html: str) -> dict[str, list[list[str]]]:
+    parser = _Tables()
+    parser.feed(html)
+    return parser.tables
+
+
+def _page(client, experiment):
+    response = client.get(reverse("experiments:detail", args=[experiment.pk]))
+    assert response.status_code == 200
+    return response.text
+
+
+def _download(client, experiment, name):
+    response = client.get(reverse(f"experiments:{name}", args=[experiment.pk]))
+    assert response.status_code == 200
+    return response, b"".join(response.streaming_content).decode()
+
+
+# ---------------------------------------------------------------- selectors
+
+
+def test_summary_cells_average_the_repetitions_with_their_range():
+    experiment, baseline, arm = _two_arms()
+    _summary(arm, 1, 1, tpot_p50_ms=10.0, output_throughput=100.0, spec_num_drafts=10, spec_num_accepted_tokens=15)
+    _summary(arm, 1, 2, tpot_p50_ms=14.0, output_throughput=120.0, spec_num_drafts=30, spec_num_accepted_tokens=25)
+    _summary(arm, 1, 3, status=Run.Status.FAILED, tpot_p50_ms=1000.0)  # a failed run does not count
+    _summary(baseline, 4, 1, tpot_p50_ms=20.0, goodput=None)
+
+    cells = _cells(experiment)
+
+    cell = cells[("n-gram k=4", 1)]
+    assert cell.runs == 2
+    assert cell.spread["tpot_p50_ms"] == selectors.Spread(12.0, 10.0, 14.0)
+    assert cell.spread["output_throughput"] == selectors.Spread(110.0, 100.0, 120.0)
+    assert (cell.drafts, cell.accepted, cell.acceptance_length) == (40, 40, 2.0)
+    assert cells[("baseline", 4)].spread["goodput"] == selectors.Spread(None, None, None)
+    assert list(cells) == [("baseline", 4), ("n-gram k=4", 1)]  # arm position, then level
+
+
+def test_acceptance_by_position_pools_the_counters_over_runs():
+    experiment, baseline, arm = _two_arms()
+    _summary(arm, 1, 1, spec_num_drafts=10, spec_accepted_per_pos=[5, 3, 1])
+    _summary(arm, 4, 1, spec_num_drafts=6, spec_accepted_per_pos=[3, 1, 0])
+    _summary(baseline, 1, 1, spec_num_drafts=None, spec_accepted_per_pos=[])
+
+    [pooled] = selectors.acceptance_by_position(experiment=experiment, arms=selectors.arm_styles(experiment=experiment))
+
+    assert (pooled.arm.label, pooled.drafts, pooled.accepted) == ("n-gram k=4", 16, [8, 4, 1])
+    assert pooled.unconditional == [0.5, 0.25, 0.0625]
+    assert pooled.conditional == [0.5, 0.5, 0.25]
+
+
+def test_no_results_before_a_run_succeeded():
+    experiment, baseline, _ = _two_arms(status=Experiment.Status.RUNNING)
+    RunFactory(arm=baseline, status=Run.Status.RUNNING)
+
+    assert selectors.results_for_experiment(experiment=experiment) is None
+
+
+def test_arms_keep_their_colour_and_the_baseline_is_grey():
+    experiment, _, _ = _two_arms()
+    ArmFactory(experiment=experiment, position=2, label="draft k=3", method="draft_model", params={"model": "/m"})
+
+    colours = [(arm.label, arm.colour) for arm in selectors.arm_styles(experiment=experiment)]
+
+    assert colours == [
+        ("baseline", selectors.BASELINE_COLOUR), ("n-gram k=4", selectors.ARM_COLOURS[0]),
+        ("draft k=3", selectors.ARM_COLOURS[1]),
+    ]  # fmt: skip
+
+
+def test_warnings_take_the_analysis_as_the_source_and_add_what_it_does_not_say():
+    experiment = seed_finished_experiment(
+        workload_kind=Experiment.WorkloadKind.SYNTHETIC, prompt_set="", synthetic_input_len=64, temperature=0.5,
+        ignore_eos=True,
+    )  # fmt: skip
+    before = selectors.experiment_warnings(experiment=experiment)
+    after = selectors.experiment_warnings(experiment=experiment, analysis=experiment.analysis)
+
+    assert len(before) == 3
+    assert after == experiment.analysis.warnings + [before[-1]]
+    assert sum("ynthetic" in w for w in after) == 1 and sum("ignore_eos" in w for w in after) == 1
+    assert "temperature 0.5" in after[-1]
+
+
+# ---------------------------------------------------------------- the page
+
+
+@pytest.fixture
+def finished(db):
+    return seed_finished_experiment(slo_tpot_ms=20.0, temperature=0.7)
+
+
+def test_page_shows_verdicts_warnings_protocol_and_definitions(logged_in_client, finished):
+    html = _page(logged_in_client, finished)
+
+    for verdict in finished.analysis.verdicts:
+        assert verdict["text"] in html
+    assert "Sampling at temperature 0.7" in html
+    assert html.index('id="verdicts"') < html.index('id="protocol"') < html.index('id="results"')
+    assert "0.32.0" in html and "CPU only: AMD EPYC 7B13, 2 cores" in html
+    assert "--speculative-config" in html and "/models/draft" in html
+    for definition in (
+        "request sent → first streamed chunk with content",
+        "(E2E − TTFT) / (output tokens − 1)",
+        "accepted_at_pos[i] / drafts",
+        "accepted_at_pos[i] / accepted_at_pos[i − 1]",
+        "so the raw gap between chunks is not a per-token latency",
+        "the gap at higher levels is cost that the acceptance does not explain",
+        "requests meeting every SLO set (TPOT ≤ 20 ms)",
+    ):
+        assert definition in html
+    assert 'id="results-data"' in html and "js/experiment_results.js" in html
+    for name in DOWNLOADS:
+        assert reverse(f"experiments:{name}", args=[finished.pk]) in html
+
+
+def test_latency_and_throughput_tables_hold_the_stored_values(logged_in_client, finished):
+    tables = _tables(_page(logged_in_client, finished))
+    summaries = RunSummary.objects.filter(run__experiment=finished).select_related("run__arm")
+
+    latency = tables["table-latency"]
+    assert len(latency) == 1 + 3 * 2  # heading, 3 arms x 2 levels
+    for row in latency[1:]:
+        label, level, runs, *means = row
+        cell = [s for s in summaries if s.run.arm.label == label and s.run.concurrency == int(level)]
+        assert int(runs) == len(cell) == 2
+        expected = [statistics.fmean(getattr(s, column) for s in cell) for column in selectors.LATENCY_COLUMNS]
+        assert [float(m) for m in means] == pytest.approx(expected, rel=1e-12)
+
+    throughput = tables["table-throughput"]
+    for label, level, _, output, requests, goodput in throughput[1:]:
+        cell = [s for s in summaries if s.run.arm.label == label and s.run.concurrency == int(level)]
+        assert float(output) == pytest.approx(statistics.fmean(s.output_throughput for s in cell), rel=1e-12)
+        assert float(goodput) == pytest.approx(statistics.fmean(s.goodput for s in cell), rel=1e-12)
+
+
+def test_speedup_and_acceptance_tables_hold_the_stored_values(logged_in_client, finished):
+    tables = _tables(_page(logged_in_client, finished))
+
+    speedup = tables["table-speedup"]
+    assert len(speedup) == 1 + 2 * 2  # heading, 2 speculative arms x 2 levels
+    for label, level, tpot, e2e, throughput in speedup[1:]:
+        stored = {
+            s.metric: s.point
+            for s in SpeedupEstimate.objects.filter(experiment=finished, arm__label=label, concurrency=int(level))
+        }
+        shown = [float(tpot), float(e2e), float(throughput)]
+        assert shown == [stored["tpot"], stored["e2e"], stored["output_throughput"]]
+
+    acceptance = tables["table-acceptance"]
+    assert [row[:2] for row in acceptance[1:]] == [["n-gram k=4", str(i)] for i in range(4)] + [
+        ["draft k=3", str(i)] for i in range(3)
+    ]
+    ngram = RunSummary.objects.filter(run__experiment=finished, run__arm__label="n-gram k=4")
+    drafts = sum(s.spec_num_drafts for s in ngram)
+    position_0 = sum(s.spec_accepted_per_pos[0] for s in ngram)
+    assert acceptance[1][2:5] == [str(position_0), str(drafts), repr(position_0 / drafts)]
+
+    predicted = finished.analysis.series["predicted"]
+    rows = tables["table-predicted"][1:]
+    assert len(rows) == sum(len(series["points"]) for series in predicted.values())
+    first = next(iter(predicted.values()))["points"][0]
+    assert float(rows[0][6]) == first["predicted"] and float(rows[0][7]) == first["measured"]
+
+
+def test_chart_data_carries_the_series_of_every_chart(logged_in_client, finished):
+    html = _page(logged_in_client, finished)
+    start = html.index('<script id="results-data" type="application/json">') + len(
+        '<script id="results-data" type="application/json">'
+    )
+    data = json.loads(html[start : html.index("</script>", start)])
+
+    assert [arm["label"] for arm in data["arms"]] == ["baseline", "n-gram k=4", "draft k=3"]
+    assert data["levels"] == [1, 4] and len(data["cells"]) == 6 and data["has_slos"]
+    assert {s["metric"] for s in data["speedups"]} == {"tpot", "e2e", "output_throughput"}
+    assert len(data["break_even"]) == 2 * 3
+    stored = ExperimentAnalysis.objects.get(experiment=finished).series
+    for key in ("tpot_cdf", "acceptance_length_cdf", "along_output", "predicted"):
+        assert data[key] == stored[key]
+
+
+def test_the_page_reads_a_fixed_number_of_queries_and_never_the_requests(logged_in_client):
+    def queries(experiment):
+        with CaptureQueriesContext(connection) as captured:
+            _page(logged_in_client, experiment)
+        return [query["sql"] for query in captured]
+
+    small = queries(seed_finished_experiment(requests=3, repetitions=1))
+    large = queries(seed_finished_experiment(requests=12, repetitions=3))
+
+    assert len(large) == len(small) > 5, (len(small), len(large))
+    assert not any(RequestRecord._meta.db_table in sql for sql in large)
+
+
+def test_a_running_experiment_shows_its_summaries_without_the_analysis(logged_in_client):
+    experiment, baseline, arm = _two_arms(status=Experiment.Status.RUNNING)
+    _summary(baseline, 1, 1, tpot_p50_ms=20.0)
+    RunFactory(arm=arm, concurrency=1, status=Run.Status.RUNNING)
+
+    html = _page(logged_in_client, experiment)
+
+    assert "once the experiment has finished" in html
+    assert 'id="table-latency"' in html and 'id="chart-tpot"' in html
+    assert 'id="verdicts"' not in html and 'id="chart-speedup"' not in html
+
+
+def test_no_results_block_before_any_run_succeeded(logged_in_client):
+    experiment, baseline, _ = _two_arms(status=Experiment.Status.QUEUED)
+    RunFactory(arm=baseline)
+
+    html = _page(logged_in_client, experiment)
+
+    assert 'id="results"' not in html and "chart.umd.min.js" not in html
+
+
+# ---------------------------------------------------------------- downloads
+
+
+@pytest.mark.parametrize("name", DOWNLOADS)
+def test_downloads_need_a_login(client, name):
+    url = reverse(f"experiments:{name}", args=[1])
+
+    response = client.get(url)
+
+    assert response.status_code == 302 and response.url.startswith(reverse("login"))
+
+
+def test_summaries_csv_has_one_row_per_run_with_every_summary_column(logged_in_client, finished):
+    response, body = _download(logged_in_client, finished, "summaries_csv")
+
+    assert response["Content-Type"] == "text/csv; charset=utf-8"
+    assert response["Content-Disposition"] == f'attachment; filename="experiment-{finished.pk}-summaries.csv"'
+    rows = list(csv.DictReader(io.StringIO(body)))
+    summary_columns = [f.name for f in RunSummary._meta.concrete_fields if f.name not in ("id", "run")]
+    assert list(rows[0]) == ["run_id", "arm", "method", "concurrency", "repetition", "run_status", *summary_columns]
+    assert len(rows) == RunSummary.objects.filter(run__experiment=finished).count() == 3 * 2 * 2
+    first = RunSummary.objects.select_related("run__arm").get(run_id=rows[0]["run_id"])
+    assert (rows[0]["arm"], rows[0]["concurrency"], rows[0]["repetition"]) == ("baseline", "1", "1")
+    assert float(rows[0]["tpot_p50_ms"]) == first.tpot_p50_ms
+    assert rows[0]["spec_accepted_per_pos"] == ""  # the baseline has none
+    draft = next(row for row in rows if row["arm"] == "draft k=3")
+    stored = RunSummary.objects.get(run_id=draft["run_id"])
+    assert json.loads(draft["spec_accepted_per_pos"]) == stored.spec_accepted_per_pos
+
+
+def test_summaries_json_matches_the_csv(logged_in_client, finished):
+    _, csv_body = _download(logged_in_client, finished, "summaries_csv")
+    response, body = _download(logged_in_client, finished, "summaries_json")
+
+    assert response["Content-Type"] == "application/json"
+    rows = json.loads(body)
+    csv_rows = list(csv.DictReader(io.StringIO(csv_body)))
+    assert [row["run_id"] for row in rows] == [int(row["run_id"]) for row in csv_rows]
+    assert list(rows[0]) == list(csv_rows[0])
+    assert rows[0]["goodput"] == RunSummary.objects.get(run_id=rows[0]["run_id"]).goodput
+
+
+def test_requests_csv_streams_every_request_with_its_cell(logged_in_client, finished):
+    response, body = _download(logged_in_client, finished, "requests_csv")
+
+    assert response.streaming
+    assert response["Content-Disposition"] == f'attachment; filename="experiment-{finished.pk}-requests.csv"'
+    rows = list(csv.DictReader(io.StringIO(body)))
+    assert len(rows) == RequestRecord.objects.filter(run__experiment=finished).count() == 3 * 2 * 2 * 20
+    assert list(rows[0])[:6] == ["run_id", "arm", "method", "concurrency", "repetition", "prompt_index"]
+    record = RequestRecord.objects.get(run_id=rows[-1]["run_id"], prompt_index=rows[-1]["prompt_index"])
+    assert rows[-1]["arm"] == "draft k=3" and float(rows[-1]["tpot_ms"]) == record.tpot_ms
+    assert json.loads(rows[-1]["spec_accepted_per_step"]) == record.spec_accepted_per_step
+    assert json.loads(rows[-1]["chunk_times_ms"]) == record.chunk_times_ms
+
+
+def test_requests_json_streams_the_same_rows(logged_in_client, finished):
+    response, body = _download(logged_in_client, finished, "requests_json")
+
+    assert response.streaming and response["Content-Type"] == "application/json"
+    rows = json.loads(body)
+    assert len(rows) == 240
+    assert {row["arm"] for row in rows} == {"baseline", "n-gram k=4", "draft k=3"}
+    assert rows[0]["spec_accepted_per_step"] is None and rows[-1]["spec_proposed_per_step"][0] == 3
+
+
+def test_downloads_of_an_experiment_without_rows_are_empty_but_well_formed(logged_in_client):
+    experiment, _, _ = _two_arms()
+
+    assert json.loads(_download(logged_in_client, experiment, "requests_json")[1]) == []
+    assert _download(logged_in_client, experiment, "summaries_csv")[1].startswith("run_id,arm,method,")
+
+
+def test_downloads_of_a_missing_experiment_are_404(logged_in_client):
+    RequestRecordFactory()
+
+    assert logged_in_client.get(reverse("experiments:requests_csv", args=[999])).status_code == 404
