@@ -85,8 +85,10 @@ def experiment_mark_running(*, experiment: Experiment) -> None:
     experiment.save(update_fields=["status", "started_at"])
 
 
+@transaction.atomic
 def experiment_finish(*, experiment: Experiment) -> Experiment.Status:
-    """Close the experiment once no run is left to do: finished if any run succeeded."""
+    """Close the experiment once no run is left to do: finished if any run succeeded.
+    A finished experiment becomes visible together with its analysis."""
     statuses = set(experiment.runs.values_list("status", flat=True))
     if statuses & {Run.Status.QUEUED, Run.Status.RUNNING}:
         raise IllegalTransition("Experiment still has runs to do.")

@@ -38,7 +38,7 @@ def celery_dispatch():
         yield apply_async
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
     """Debian's headless Chromium driven by Playwright, which cannot download its own browser here."""
     from playwright.sync_api import sync_playwright

@@ -40,7 +40,7 @@ def celery_worker_process(django_db_setup, django_db_blocker):
         _wait_for_log(log_path, "ready.", timeout_s=60, process=process)
         yield log_path
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
+        process.terminate()  # a warm shutdown: the worker stops its pool children itself
         try:
             process.wait(timeout=60)
         except subprocess.TimeoutExpired:
