@@ -198,12 +198,8 @@ def _environment_warnings(experiment: Experiment) -> list[str]:
     return warnings
 
 
-def _protocol_warnings(experiment: Experiment, speedups) -> list[str]:
+def _measurement_warnings(experiment: Experiment, speedups) -> list[str]:
     warnings = []
-    if experiment.workload_kind == Experiment.WorkloadKind.SYNTHETIC:
-        warnings.append("Synthetic random-word prompts: acceptance on them is not what real traffic gets.")
-    if experiment.ignore_eos:
-        warnings.append("ignore_eos was on: outputs run past where the model would stop, which distorts acceptance.")
     few = sorted({s.concurrency for s in speedups if s.metric == Metric.TPOT and 0 < s.n_pairs < FEW_PAIRS})
     if few:
         warnings.append(
@@ -237,7 +233,9 @@ def experiment_analyse(*, experiment: Experiment) -> ExperimentAnalysis:
         defaults={
             "verdicts": _verdicts(speculative, speedups),
             "series": series,
-            "warnings": _environment_warnings(experiment) + _protocol_warnings(experiment, speedups),
+            "warnings": experiment.protocol_warnings()
+            + _environment_warnings(experiment)
+            + _measurement_warnings(experiment, speedups),
         },
     )
     return analysis

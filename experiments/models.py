@@ -80,6 +80,17 @@ class Experiment(models.Model):
     def is_greedy(self) -> bool:
         return self.temperature == 0.0
 
+    def protocol_warnings(self) -> list[str]:
+        """The benchmarking traps (DESIGN.md) that the settings alone walk into."""
+        warnings = []
+        if self.workload_kind == self.WorkloadKind.SYNTHETIC:
+            warnings.append("Synthetic random-word prompts: acceptance on them says little about real traffic.")
+        if self.ignore_eos:
+            warnings.append("ignore_eos is on: outputs run past their natural end, which distorts acceptance.")
+        if not self.is_greedy:
+            warnings.append(f"Sampling at temperature {self.temperature:g}: not comparable with greedy results.")
+        return warnings
+
 
 class Arm(models.Model):
     class Method(models.TextChoices):

@@ -144,34 +144,12 @@ def experiment_is_active(experiment: Experiment) -> bool:
 
 
 # The protocol traps that the stored analysis states in its own words (analysis._protocol_warnings).
-TRAPS_THE_ANALYSIS_STATES = {"synthetic", "ignore_eos"}
-
-
-def _protocol_traps(experiment: Experiment) -> dict[str, str]:
-    traps = {}
-    if experiment.workload_kind == Experiment.WorkloadKind.SYNTHETIC:
-        traps["synthetic"] = "Synthetic random-token prompts: acceptance on them says little about real traffic."
-    if experiment.ignore_eos:
-        traps["ignore_eos"] = "ignore_eos is on: outputs run past their natural end, which distorts acceptance."
-    if not experiment.is_greedy:
-        traps["sampling"] = (
-            f"Sampling at temperature {experiment.temperature:g}: not comparable with greedy results."
-        )
-    return traps
-
-
 def experiment_warnings(*, experiment: Experiment, analysis: ExperimentAnalysis | None = None) -> list[str]:
-    """The benchmarking traps this experiment walks into (see DESIGN.md), each stated once.
-
-    Before the analysis exists: the traps of the protocol. Once it exists it is the source
-    for every warning it states (protocol and measurement); the protocol traps it does not
-    state are added.
-    """
-    traps = _protocol_traps(experiment)
+    """The benchmarking traps this experiment walks into (see DESIGN.md). Once the
+    analysis exists it holds them all, with what the measurements added."""
     if analysis is None:
-        return list(traps.values())
-    extra = [text for trap, text in traps.items() if trap not in TRAPS_THE_ANALYSIS_STATES]
-    return list(dict.fromkeys([*analysis.warnings, *extra]))
+        return experiment.protocol_warnings()
+    return list(analysis.warnings)
 
 
 # ---------------------------------------------------------------- results

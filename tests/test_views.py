@@ -234,7 +234,7 @@ def test_detail_shows_protocol_arms_and_runs(logged_in_client):
     text = response.text
     config = '{"method": "draft_model", "num_speculative_tokens": 3, "model": "/models/draft"}'
     assert escape(config) in text
-    assert "Synthetic random-token prompts" in text and "ignore_eos is on" in text
+    assert "Synthetic random-word prompts" in text and "ignore_eos is on" in text
     assert "gpu-7" in text and "3/8" in text
     assert "<pre>CUDA out of memory\n  at step 3</pre>" in text
     assert 'hx-trigger="every 2s"' in text
