@@ -49,6 +49,15 @@ def test_pages_need_a_login(client, name, args):
     assert response.url == f"{reverse('login')}?next={url}"
 
 
+def test_an_htmx_poll_without_a_session_sends_the_whole_page_to_login(client):
+    url = reverse("experiments:progress", args=[1])
+
+    response = client.get(url, headers=HTMX)
+
+    assert response.status_code == 204
+    assert response.headers["HX-Redirect"] == f"{reverse('login')}?next={url}"
+
+
 def test_login_page_and_logging_in(client):
     UserFactory(username="bob")
 

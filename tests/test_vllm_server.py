@@ -192,3 +192,27 @@ def test_real_vllm_with_a_bad_model_path(tmp_path):
     assert "exited with code" in caught.value.message
     assert "no-such-model" in caught.value.log_tail
     assert _group_gone(pgid)
+
+
+def _sleeper(*marker: str) -> subprocess.Popen:
+    """A process group that looks like a vLLM server (or not) from its command line."""
+    code = "import time; time.sleep(60)"
+    return subprocess.Popen([sys.executable, "-c", code, *marker], start_new_session=True)
+
+
+def test_orphaned_servers_recorded_in_the_pid_dir_are_stopped(tmp_path):
+    orphan = _sleeper("vllm.entrypoints.openai.api_server")
+    stranger = _sleeper("not-ours")
+    try:
+        (tmp_path / f"{orphan.pid}.pid").write_text("vllm")
+        (tmp_path / f"{stranger.pid}.pid").write_text("reused id")
+
+        assert vllm_server.stop_orphaned_servers(tmp_path) == [orphan.pid]
+
+        assert orphan.wait(timeout=10) == -signal.SIGKILL
+        assert stranger.poll() is None  # a group that is not a vLLM server is left alone
+        assert list(tmp_path.iterdir()) == []
+    finally:
+        for proc in (orphan, stranger):
+            proc.kill()
+            proc.wait()

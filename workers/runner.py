@@ -54,6 +54,11 @@ def server_log_path(experiment: Experiment, arm: Arm) -> Path:
     return path
 
 
+def server_pid_dir(worker_name: str) -> Path:
+    """Where this worker records the servers it runs, so its successor can stop orphans."""
+    return settings.DATA_DIR / "server-pids" / worker_name
+
+
 def server_args_for(experiment: Experiment, arm: Arm, port: int) -> list[str]:
     return build_server_args(
         python=settings.SPECDASH_VLLM_PYTHON,
@@ -129,7 +134,7 @@ def _fail_arm(runs: list[Run], error: str, worker_host: str) -> None:
             services.run_mark_failed(run_id=run.id, error=error)
 
 
-def execute_arm(experiment: Experiment, arm: Arm, prompts: list[str], worker_host: str) -> None:
+def execute_arm(experiment: Experiment, arm: Arm, prompts: list[str], worker_host: str, worker_name: str) -> None:
     runs = list(arm.runs.filter(status=Run.Status.QUEUED).order_by("repetition", "concurrency"))
     if not runs:
         return
@@ -137,7 +142,13 @@ def execute_arm(experiment: Experiment, arm: Arm, prompts: list[str], worker_hos
     log_path = server_log_path(experiment, arm)
     logger.info("starting vLLM for %s: %s", arm, " ".join(args))
     try:
-        with VllmServer(args, log_path=log_path, start_timeout_s=settings.SPECDASH_SERVER_START_TIMEOUT_S) as server:
+        server = VllmServer(
+            args,
+            log_path=log_path,
+            start_timeout_s=settings.SPECDASH_SERVER_START_TIMEOUT_S,
+            pid_dir=server_pid_dir(worker_name),
+        )
+        with server:
             environment = capture_environment(vllm_python=settings.SPECDASH_VLLM_PYTHON, server_command=args)
             for run in runs:
                 _execute_run(server, experiment, run, prompts, environment, worker_host)
@@ -146,7 +157,7 @@ def execute_arm(experiment: Experiment, arm: Arm, prompts: list[str], worker_hos
         _fail_arm(runs, f"The vLLM server did not start: {exc}\n\nLast lines of its log:\n{exc.log_tail}", worker_host)
 
 
-def execute_experiment(experiment_id: int, *, worker_host: str) -> None:
+def execute_experiment(experiment_id: int, *, worker_host: str, worker_name: str) -> None:
     experiment = Experiment.objects.get(id=experiment_id)
     if experiment.status not in (Experiment.Status.QUEUED, Experiment.Status.RUNNING):
         logger.info("experiment %s is %s; nothing to do", experiment_id, experiment.status)
@@ -154,6 +165,6 @@ def execute_experiment(experiment_id: int, *, worker_host: str) -> None:
     services.experiment_mark_running(experiment=experiment)
     prompts = experiment_prompts(experiment)
     for arm in experiment.arms.order_by("position"):
-        execute_arm(experiment, arm, prompts, worker_host)
+        execute_arm(experiment, arm, prompts, worker_host, worker_name)
     if not experiment.runs.filter(status__in=[Run.Status.QUEUED, Run.Status.RUNNING]).exists():
         services.experiment_finish(experiment=experiment)

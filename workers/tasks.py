@@ -5,13 +5,30 @@ import socket
 from datetime import timedelta
 
 from celery import shared_task
+from celery.signals import celeryd_init, worker_process_init
 from django.conf import settings
 
 from experiments import services
 from experiments.models import Experiment
-from workers.runner import execute_experiment
+from workers.runner import execute_experiment, server_pid_dir
+from workers.vllm_server import stop_orphaned_servers
 
 logger = logging.getLogger(__name__)
+
+# The worker's node name (e.g. cpu@host), set in the main process before the pool forks.
+_worker = {"name": socket.gethostname()}
+
+
+@celeryd_init.connect
+def _remember_worker_name(sender=None, **kwargs) -> None:
+    _worker["name"] = sender or _worker["name"]
+
+
+@worker_process_init.connect
+def _stop_orphaned_servers(**kwargs) -> None:
+    """A pool process that replaces one killed mid-run stops the servers it left behind."""
+    for pgid in stop_orphaned_servers(server_pid_dir(_worker["name"])):
+        logger.warning("stopped an orphaned vLLM server (process group %s)", pgid)
 
 
 @shared_task(
@@ -23,7 +40,7 @@ def experiment_execute(experiment_id: int) -> None:
     """Run every queued run of the experiment on this worker. Safe to deliver twice:
     each run is claimed with a conditional update before it starts."""
     logger.info("received experiment %s", experiment_id)
-    execute_experiment(experiment_id, worker_host=socket.gethostname())
+    execute_experiment(experiment_id, worker_host=socket.gethostname(), worker_name=_worker["name"])
 
 
 @shared_task

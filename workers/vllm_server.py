@@ -120,9 +120,16 @@ class VllmServer:
     """One vLLM server process group. Use as a context manager: it is stopped on every exit path."""
 
     def __init__(
-        self, args: list[str], *, log_path: Path, env: dict | None = None, start_timeout_s: float = 600.0
+        self,
+        args: list[str],
+        *,
+        log_path: Path,
+        env: dict | None = None,
+        start_timeout_s: float = 600.0,
+        pid_dir: Path | None = None,
     ):
         self.args = list(args)
+        self.pid_dir = Path(pid_dir) if pid_dir else None
         self.log_path = Path(log_path)
         self.env = dict(env or {})
         self.start_timeout_s = start_timeout_s
@@ -175,6 +182,10 @@ class VllmServer:
         except BaseException:
             self.stop()
             raise
+        if self.pid_dir is not None:
+            # A record that outlives a worker killed with SIGKILL: see stop_orphaned_servers.
+            self.pid_dir.mkdir(parents=True, exist_ok=True)
+            (self.pid_dir / f"{self._proc.pid}.pid").write_text(" ".join(self.args) + "\n")
 
     def wait_healthy(self) -> None:
         """Return once GET /health answers 200; stop the server and raise ServerStartError otherwise."""
@@ -208,6 +219,8 @@ class VllmServer:
             if not self._wait_group_gone(proc, STOP_GRACE_S):
                 self._signal_group(proc.pid, signal.SIGKILL)
                 self._wait_group_gone(proc, 5.0)
+            if self.pid_dir is not None:
+                (self.pid_dir / f"{proc.pid}.pid").unlink(missing_ok=True)
         if self._log is not None:
             self._log.close()
             self._log = None
@@ -240,6 +253,34 @@ class VllmServer:
         except FileNotFoundError:
             return ""
         return "\n".join(data.decode("utf-8", "replace").splitlines()[-lines:])
+
+
+def _group_runs_vllm(pgid: int) -> bool:
+    """Whether any live process of the group is a vLLM process (not a reused group id)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) != pgid:
+                continue
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if b"vllm" in cmdline.lower():
+            return True
+    return False
+
+
+def stop_orphaned_servers(pid_dir: Path) -> list[int]:
+    """Kill the process groups of servers that a previous worker process started and never
+    stopped (it was killed with SIGKILL, so no cleanup ran). Returns the group ids killed."""
+    killed = []
+    for pidfile in Path(pid_dir).glob("*.pid"):
+        pgid = int(pidfile.stem)
+        if _group_runs_vllm(pgid):
+            VllmServer._signal_group(pgid, signal.SIGKILL)
+            killed.append(pgid)
+        pidfile.unlink(missing_ok=True)
+    return killed
 
 
 class _LiveServers:
