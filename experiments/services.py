@@ -1,5 +1,6 @@
 """Everything that writes. Services check the current state and raise IllegalTransition otherwise."""
 
+import logging
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -9,6 +10,8 @@ from django.utils import timezone
 
 from experiments.analysis import experiment_analyse
 from experiments.models import Arm, Experiment, IllegalTransition, Run
+
+logger = logging.getLogger(__name__)
 
 RUN_TRANSITIONS = {
     Run.Status.QUEUED: {Run.Status.RUNNING, Run.Status.CANCELLED, Run.Status.FAILED},
@@ -98,8 +101,18 @@ def experiment_finish(*, experiment: Experiment) -> Experiment.Status:
     experiment.finished_at = timezone.now()
     experiment.save(update_fields=["status", "finished_at"])
     if new == Experiment.Status.FINISHED:
-        experiment_analyse(experiment=experiment)
+        _analyse_or_log(experiment)
     return new
+
+
+def _analyse_or_log(experiment: Experiment) -> None:
+    """A failing analysis must not keep the finished runs from closing the experiment;
+    the page then shows the runs' charts without verdicts, and the log says why."""
+    try:
+        with transaction.atomic():
+            experiment_analyse(experiment=experiment)
+    except Exception:
+        logger.exception("the analysis of experiment %s failed", experiment.id)
 
 
 def experiments_without_work() -> list[Experiment]:

@@ -230,7 +230,9 @@ class SpeedupEstimate:
 
 
 def _ratio(baseline_total, arm_total, higher_is_better):
-    return arm_total / baseline_total if higher_is_better else baseline_total / arm_total
+    numerator, denominator = (arm_total, baseline_total) if higher_is_better else (baseline_total, arm_total)
+    # A resample can draw only zero values (e.g. TPOT 0 when a whole output came in one chunk).
+    return numerator / denominator if denominator else math.inf
 
 
 def _interval(ratios, confidence):
@@ -245,8 +247,8 @@ def _paired_by_repetition(baseline, arm):
         base_value, arm_value = baseline[key], arm[key]
         if base_value is None or arm_value is None:
             continue
-        if base_value <= 0 or arm_value <= 0:
-            raise ValueError(f"speedup needs positive values; got {base_value}, {arm_value} at {key}")
+        if base_value < 0 or arm_value < 0:
+            raise ValueError(f"speedup needs values of at least 0; got {base_value}, {arm_value} at {key}")
         pairs[key[0]][0].append(base_value)
         pairs[key[0]][1].append(arm_value)
     return dict(pairs)
@@ -293,6 +295,8 @@ def paired_bootstrap_speedup(
         return SpeedupEstimate(None, None, None, 0, 0, "no paired requests")
     base_sum = sum(sum(base_values) for base_values, _ in groups)
     arm_sum = sum(sum(arm_values) for _, arm_values in groups)
+    if base_sum == 0 or arm_sum == 0:
+        return SpeedupEstimate(None, None, None, n_pairs, len(groups), "all values are zero, no ratio")
     point = _ratio(base_sum, arm_sum, higher_is_better)
     if n_pairs < 2:
         return SpeedupEstimate(point, None, None, n_pairs, len(groups), "one paired request, no interval")

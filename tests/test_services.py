@@ -99,3 +99,17 @@ def test_experiments_without_work_lists_running_experiments_with_nothing_left():
     busy = ExperimentFactory(status=Experiment.Status.RUNNING)
     RunFactory(experiment=busy, arm__experiment=busy, status=Run.Status.QUEUED)
     assert services.experiments_without_work() == [done]
+
+
+def test_a_failing_analysis_still_closes_the_finished_experiment(monkeypatch):
+    run = RunFactory(status=Run.Status.SUCCEEDED)
+    experiment = run.experiment
+    services.experiment_mark_running(experiment=experiment)
+
+    def broken(**kwargs):
+        raise ValueError("bad data")
+
+    monkeypatch.setattr(services, "experiment_analyse", broken)
+    assert services.experiment_finish(experiment=experiment) == Experiment.Status.FINISHED
+    experiment.refresh_from_db()
+    assert experiment.status == Experiment.Status.FINISHED

@@ -215,7 +215,15 @@ def test_bootstrap_without_enough_pairs():
     one = stats.paired_bootstrap_speedup({(0, 0): 10.0}, {(0, 0): 5.0})
     assert (one.point, one.lo, one.hi) == (2.0, None, None)
     with pytest.raises(ValueError):
-        stats.paired_bootstrap_speedup({(0, 0): 10.0}, {(0, 0): 0.0})
+        stats.paired_bootstrap_speedup({(0, 0): 10.0}, {(0, 0): -1.0})
+
+
+def test_bootstrap_takes_a_zero_value_such_as_a_one_chunk_tpot():
+    # Pairs (10, 5), (0, 5), (20, 5): ratio of means (10 + 0 + 20) / (5 + 5 + 5) = 2.0.
+    estimate = stats.paired_bootstrap_speedup({(1, 0): 10.0, (1, 1): 0.0, (1, 2): 20.0}, {(1, i): 5.0 for i in range(3)})
+    assert estimate.point == 2.0 and estimate.lo <= 2.0 <= estimate.hi
+    all_zero = stats.paired_bootstrap_speedup({(1, 0): 0.0, (1, 1): 0.0}, {(1, 0): 5.0, (1, 1): 5.0})
+    assert all_zero.point is None and "zero" in all_zero.note
 
 
 def test_run_level_speedup():
