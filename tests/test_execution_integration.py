@@ -92,5 +92,7 @@ def test_experiment_runs_end_to_end_on_real_vllm(celery_worker_process, owner):
         assert summary.spec_num_drafts > 0 and len(per_pos) == 3
         assert all(a >= b for a, b in zip(per_pos, per_pos[1:])), per_pos
         assert sum(per_pos) == summary.spec_num_accepted_tokens
-        assert all(r.spec_accepted_per_step for r in rows)
+        with_steps = [bool(r.spec_accepted_per_step) for r in rows]
+        # A draft model proposes at every step; an n-gram lookup can find nothing to propose.
+        assert all(with_steps) if run.arm.method == Arm.Method.DRAFT_MODEL else any(with_steps)
     assert RunSummary.objects.filter(run__experiment=experiment).count() == 6
