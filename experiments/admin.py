@@ -44,11 +44,34 @@ class ExperimentAdmin(admin.ModelAdmin):
     inlines = [ArmInline]
     # Only the wording may change: the protocol is what the results were measured under.
     fields = [
-        "name", "description", "owner", "status", "created_at", "started_at", "finished_at",
-        "target_model", "worker_queue", "dtype", "max_model_len",
-        "workload_kind", "prompt_set", "prompt_set_hash", "synthetic_input_len", "num_prompts", "max_tokens",
-        "ignore_eos", "temperature", "top_p", "seed", "concurrency_levels", "repetitions", "warmup_requests",
-        "request_rate", "slo_ttft_ms", "slo_tpot_ms", "slo_e2e_ms",
+        "name",
+        "description",
+        "owner",
+        "status",
+        "created_at",
+        "started_at",
+        "finished_at",
+        "target_model",
+        "worker_queue",
+        "dtype",
+        "max_model_len",
+        "workload_kind",
+        "prompt_set",
+        "prompt_set_hash",
+        "synthetic_input_len",
+        "num_prompts",
+        "max_tokens",
+        "ignore_eos",
+        "temperature",
+        "top_p",
+        "seed",
+        "concurrency_levels",
+        "repetitions",
+        "warmup_requests",
+        "request_rate",
+        "slo_ttft_ms",
+        "slo_tpot_ms",
+        "slo_e2e_ms",
     ]
     readonly_fields = [name for name in fields if name not in ("name", "description")]
 
@@ -67,8 +90,17 @@ class ArmAdmin(ReadOnlyAdmin):
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdmin):
     list_display = [
-        "id", "experiment", "arm", "concurrency", "repetition", "status", "worker_host",
-        "requests_done", "requests_total", "attempts", "heartbeat_at",
+        "id",
+        "experiment",
+        "arm",
+        "concurrency",
+        "repetition",
+        "status",
+        "worker_host",
+        "requests_done",
+        "requests_total",
+        "attempts",
+        "heartbeat_at",
     ]
     list_filter = ["status", "worker_host"]
     list_select_related = ["experiment", "arm"]
@@ -78,7 +110,13 @@ class RunAdmin(ReadOnlyAdmin):
 @admin.register(RunSummary)
 class RunSummaryAdmin(ReadOnlyAdmin):
     list_display = [
-        "run", "completed", "failed", "request_throughput", "output_throughput", "ttft_p50_ms", "tpot_p50_ms",
+        "run",
+        "completed",
+        "failed",
+        "request_throughput",
+        "output_throughput",
+        "ttft_p50_ms",
+        "tpot_p50_ms",
     ]
     list_select_related = ["run__arm"]
     raw_id_fields = ["run"]

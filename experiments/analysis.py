@@ -37,7 +37,7 @@ def _request_values(experiment: Experiment) -> dict:
     ).values_list("run__arm_id", "run__concurrency", "run__repetition", "prompt_index", *PAIRED_METRICS.values())
     for arm_id, level, repetition, prompt_index, *metric_values in rows.iterator(chunk_size=5000):
         cell = values[(arm_id, level)]
-        for metric, value in zip(PAIRED_METRICS, metric_values):
+        for metric, value in zip(PAIRED_METRICS, metric_values, strict=True):
             cell[metric][(repetition, prompt_index)] = value
     return values
 
@@ -143,7 +143,9 @@ def _per_request_series(experiment: Experiment) -> dict:
 def _counters_by_level(experiment: Experiment) -> dict:
     """{(arm_id, level): (drafts, accepted, mean TPOT over repetitions)} from the summaries."""
     pooled = defaultdict(lambda: [0, 0, []])
-    for s in RunSummary.objects.filter(run__experiment=experiment, run__status=Run.Status.SUCCEEDED).select_related("run"):
+    for s in RunSummary.objects.filter(run__experiment=experiment, run__status=Run.Status.SUCCEEDED).select_related(
+        "run"
+    ):
         cell = pooled[(s.run.arm_id, s.run.concurrency)]
         cell[0] += s.spec_num_drafts or 0
         cell[1] += s.spec_num_accepted_tokens or 0
@@ -177,7 +179,13 @@ def _predicted_series(experiment, baseline, arms, speedups) -> dict:
             alpha = stats.alpha_from_tau(tau, gamma) if tau is not None else None
             predicted = stats.predicted_speedup(alpha, gamma, c) if alpha is not None and c is not None else None
             points.append(
-                {"level": level, "tau": tau, "alpha": alpha, "predicted": predicted, "measured": measured.get((arm.id, level))}
+                {
+                    "level": level,
+                    "tau": tau,
+                    "alpha": alpha,
+                    "predicted": predicted,
+                    "measured": measured.get((arm.id, level)),
+                }
             )
         series[str(arm.id)] = {"gamma": gamma, "cost_ratio": c, "cost_level": levels[0], "points": points}
     return series
@@ -227,7 +235,9 @@ def experiment_analyse(*, experiment: Experiment) -> ExperimentAnalysis:
     speedups = _speedup_rows(experiment, baseline, speculative)
     SpeedupEstimate.objects.filter(experiment=experiment).delete()
     SpeedupEstimate.objects.bulk_create(speedups)
-    series = _per_request_series(experiment) | {"predicted": _predicted_series(experiment, baseline, speculative, speedups)}
+    series = _per_request_series(experiment) | {
+        "predicted": _predicted_series(experiment, baseline, speculative, speedups)
+    }
     analysis, _ = ExperimentAnalysis.objects.update_or_create(
         experiment=experiment,
         defaults={

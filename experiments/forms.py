@@ -126,7 +126,10 @@ class ExperimentForm(forms.Form):
     )
     max_tokens = forms.IntegerField(min_value=1, max_value=1_048_576, initial=128, label="Output length (max_tokens)")
     num_prompts = forms.IntegerField(
-        min_value=1, max_value=10_000, initial=50, label="Prompts per level",
+        min_value=1,
+        max_value=10_000,
+        initial=50,
+        label="Prompts per level",
         help_text="Measured requests per concurrency level and repetition.",
     )
     ignore_eos = forms.BooleanField(
@@ -143,7 +146,9 @@ class ExperimentForm(forms.Form):
     repetitions = forms.IntegerField(min_value=1, max_value=10, initial=1)
     warmup_requests = forms.IntegerField(min_value=0, max_value=1000, initial=2, label="Warm-up requests")
     request_rate = forms.FloatField(
-        required=False, max_value=100_000, label="Request rate (req/s)",
+        required=False,
+        max_value=100_000,
+        label="Request rate (req/s)",
         help_text="Poisson arrivals; empty sends as fast as the concurrency allows.",
     )
 

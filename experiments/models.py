@@ -51,7 +51,9 @@ class Experiment(models.Model):
     repetitions = models.PositiveSmallIntegerField(default=1)
     warmup_requests = models.PositiveSmallIntegerField(default=2)
     request_rate = models.FloatField(
-        null=True, blank=True, help_text="Poisson arrival rate in requests/s; empty sends as fast as concurrency allows."
+        null=True,
+        blank=True,
+        help_text="Poisson arrival rate in requests/s; empty sends as fast as concurrency allows.",
     )
 
     slo_ttft_ms = models.FloatField(null=True, blank=True)
@@ -243,7 +245,9 @@ class RequestRecord(models.Model):
     ttft_ms = models.FloatField(null=True)
     e2e_ms = models.FloatField(null=True)
     tpot_ms = models.FloatField(null=True, help_text="(E2E - TTFT) / (output tokens - 1); empty for one token.")
-    chunk_times_ms = ArrayField(models.FloatField(), default=list, help_text="Arrival of each content chunk after send.")
+    chunk_times_ms = ArrayField(
+        models.FloatField(), default=list, help_text="Arrival of each content chunk after send."
+    )
     chunk_tokens = ArrayField(models.PositiveIntegerField(), default=list)
     finish_reason = models.CharField(max_length=32, blank=True)
     error = models.TextField(blank=True)

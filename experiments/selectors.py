@@ -107,9 +107,18 @@ def experiment_environment(*, experiment: Experiment) -> Environment | None:
     snapshots = list(
         EnvironmentSnapshot.objects.filter(run__experiment=experiment)
         .values(
-            "vllm_version", "torch_version", "python_version", "host_name", "cpu_model", "cpu_count",
-            "gpu_name", "gpu_count", "gpu_memory_mb", "gpu_driver", "cuda_version",
-        )  # fmt: skip
+            "vllm_version",
+            "torch_version",
+            "python_version",
+            "host_name",
+            "cpu_model",
+            "cpu_count",
+            "gpu_name",
+            "gpu_count",
+            "gpu_memory_mb",
+            "gpu_driver",
+            "cuda_version",
+        )
         .distinct()
     )
     if not snapshots:
@@ -217,7 +226,7 @@ class PositionAcceptance:
 
     @property
     def rows(self) -> list[tuple]:
-        return list(zip(range(len(self.accepted)), self.accepted, self.unconditional, self.conditional))
+        return list(zip(range(len(self.accepted)), self.accepted, self.unconditional, self.conditional, strict=True))
 
 
 @dataclass(frozen=True)
@@ -274,9 +283,7 @@ class Results:
         series = self.analysis.series if self.analysis else {}
         verdicts = self.analysis.verdicts if self.analysis else []
         return {
-            "arms": [
-                {"id": a.id, "label": a.label, "baseline": a.is_baseline, "colour": a.colour} for a in self.arms
-            ],
+            "arms": [{"id": a.id, "label": a.label, "baseline": a.is_baseline, "colour": a.colour} for a in self.arms],
             "levels": self.levels,
             "has_slos": self.has_slos,
             "cells": [
@@ -288,10 +295,16 @@ class Results:
                 for a in self.acceptance
             ],
             "speedups": [
-                {"arm": s.arm_id, "level": s.concurrency, "metric": s.metric, "point": s.point, "lo": s.ci_low,
-                 "hi": s.ci_high}
+                {
+                    "arm": s.arm_id,
+                    "level": s.concurrency,
+                    "metric": s.metric,
+                    "point": s.point,
+                    "lo": s.ci_low,
+                    "hi": s.ci_high,
+                }
                 for s in self.speedups
-            ],  # fmt: skip
+            ],
             "break_even": [{"arm": v["arm_id"], "metric": v["metric"], "level": v["break_even"]} for v in verdicts],
             "tpot_cdf": series.get("tpot_cdf", {}),
             "acceptance_length_cdf": series.get("acceptance_length_cdf", {}),
@@ -404,10 +417,13 @@ def results_for_experiment(*, experiment: Experiment) -> Results | None:
         analysis=analysis,
         slos=[
             f"{name} ≤ {limit:g} ms"
-            for name, limit in (("TTFT", experiment.slo_ttft_ms), ("TPOT", experiment.slo_tpot_ms),
-                                ("E2E", experiment.slo_e2e_ms))
+            for name, limit in (
+                ("TTFT", experiment.slo_ttft_ms),
+                ("TPOT", experiment.slo_tpot_ms),
+                ("E2E", experiment.slo_e2e_ms),
+            )
             if limit is not None
-        ],  # fmt: skip
+        ],
     )
 
 

@@ -59,7 +59,7 @@ def experiment_create(*, owner, arms: list[ArmSpec], **fields) -> Experiment:
     from workers.tasks import experiment_execute
 
     experiment = Experiment.objects.create(owner=owner, **fields)
-    all_specs = [ArmSpec(method=Arm.Method.BASELINE)] + list(arms)
+    all_specs = [ArmSpec(method=Arm.Method.BASELINE), *list(arms)]
     for position, spec in enumerate(all_specs):
         arm = Arm.objects.create(
             experiment=experiment,
@@ -118,7 +118,9 @@ def _analyse_or_log(experiment: Experiment) -> None:
 def experiments_without_work() -> list[Experiment]:
     """Running experiments none of whose runs is queued or running any more."""
     busy = Run.objects.filter(status__in=[Run.Status.QUEUED, Run.Status.RUNNING])
-    return list(Experiment.objects.filter(status=Experiment.Status.RUNNING).exclude(id__in=busy.values("experiment_id")))
+    return list(
+        Experiment.objects.filter(status=Experiment.Status.RUNNING).exclude(id__in=busy.values("experiment_id"))
+    )
 
 
 def run_claim(*, run_id: int, worker_host: str) -> bool:

@@ -7,6 +7,7 @@ Speedup convention: a value above 1 always means the arm is better. For latencie
 baseline / arm, for throughputs arm / baseline (`higher_is_better=True`).
 """
 
+import itertools
 import math
 import random
 import statistics
@@ -70,7 +71,7 @@ def tpot_ms(ttft_ms, e2e_ms, output_tokens):
 
 def itl_ms(chunk_times_ms):
     """Gaps between consecutive streamed chunks (not per token: a chunk may carry several)."""
-    return [later - earlier for earlier, later in zip(chunk_times_ms, chunk_times_ms[1:])]
+    return [later - earlier for earlier, later in itertools.pairwise(chunk_times_ms)]
 
 
 def tokens_per_chunk(chunk_tokens):
@@ -109,8 +110,8 @@ def per_position_conditional(accepted_per_pos, drafts):
 
     None where the previous position was never accepted.
     """
-    previous = [drafts] + list(accepted_per_pos[:-1])
-    return [count / prev if prev else None for count, prev in zip(accepted_per_pos, previous)]
+    previous = [drafts, *list(accepted_per_pos[:-1])]
+    return [count / prev if prev else None for count, prev in zip(accepted_per_pos, previous, strict=True)]
 
 
 def acceptance_along_output(requests, bucket_tokens):
@@ -135,7 +136,7 @@ def acceptance_along_output(requests, bucket_tokens):
         if len(proposed) != len(accepted):
             raise ValueError("accepted_per_step and proposed_per_step differ in length")
         index = 1
-        for step_accepted, step_proposed in zip(accepted, proposed):
+        for step_accepted, step_proposed in zip(accepted, proposed, strict=True):
             if step_proposed != 0:
                 bucket = totals[index // bucket_tokens * bucket_tokens]
                 bucket[0] += step_accepted
@@ -402,7 +403,7 @@ def _segments(rows):
     """Consecutive levels with the same reading: [(kind, note, [rows])]."""
     segments = []
     for row in sorted(rows, key=lambda row: row[0]):
-        level, point, lo, hi, *rest = row
+        _, point, lo, hi, *rest = row
         kind = classify(point, lo, hi)
         note = (rest[0] if rest else "") or NO_INTERVAL
         if segments and segments[-1][0] == kind and (kind != NO_INTERVAL or segments[-1][1] == note):

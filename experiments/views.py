@@ -39,9 +39,7 @@ def experiment_create(request):
     # Validate both, so that every error shows at once.
     valid = [form.is_valid(), arms.is_valid()]
     if request.method == "POST" and all(valid):
-        experiment = services.experiment_create(
-            owner=request.user, arms=arms.arm_specs(), **form.experiment_fields()
-        )
+        experiment = services.experiment_create(owner=request.user, arms=arms.arm_specs(), **form.experiment_fields())
         messages.success(
             request,
             f"Experiment “{experiment.name}” is queued on the {experiment.worker_queue} workers: "
@@ -109,7 +107,7 @@ def _csv_lines(export: selectors.Export):
 def _json_lines(export: selectors.Export):
     separator = "[\n"
     for row in export.rows.iterator(chunk_size=EXPORT_CHUNK_ROWS):
-        yield separator + json.dumps(dict(zip(export.columns, row)))
+        yield separator + json.dumps(dict(zip(export.columns, row, strict=True)))
         separator = ",\n"
     yield "[]\n" if separator == "[\n" else "\n]\n"
 

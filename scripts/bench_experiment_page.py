@@ -18,7 +18,7 @@ import statistics
 import sys
 import time
 import warnings
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import django
@@ -103,7 +103,7 @@ def seed(owner) -> Experiment:
         worker_queue="h100", prompt_set="chat", prompt_set_hash="b" * 64, num_prompts=REQUESTS,
         max_tokens=OUTPUT_TOKENS, concurrency_levels=LEVELS, repetitions=REPETITIONS, slo_tpot_ms=25.0,
     )  # fmt: skip
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     for position, (label, method, k, accept, cost) in enumerate(ARMS):
         params = {"model": "/models/bench-draft"} if method in (Arm.Method.DRAFT_MODEL, Arm.Method.EAGLE3) else {}
         arm = Arm.objects.create(

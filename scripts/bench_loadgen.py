@@ -34,7 +34,10 @@ from workers.loadgen import run_load_sync  # noqa: E402
 from workers.vllm_server import VllmServer, build_server_args, free_port  # noqa: E402
 
 SERVED_NAME = "target"
-SERVER_HISTOGRAMS = {"server_ttft_ms": "vllm:time_to_first_token_seconds", "server_e2e_ms": "vllm:e2e_request_latency_seconds"}
+SERVER_HISTOGRAMS = {
+    "server_ttft_ms": "vllm:time_to_first_token_seconds",
+    "server_e2e_ms": "vllm:e2e_request_latency_seconds",
+}
 METRICS = [  # (label, key in a figures dict, format)
     ("output throughput (tok/s)", "output_throughput", "{:.1f}"),
     ("median TTFT (ms)", "median_ttft_ms", "{:.1f}"),
@@ -247,7 +250,11 @@ def median_figures(runs: list[dict]) -> dict:
 def ratio_spreads(ours_runs: list[dict], theirs_runs: list[dict]) -> dict:
     spreads = {}
     for _, key, _ in METRICS:
-        ratios = [r for r in (ratio(a.get(key), b.get(key)) for a, b in zip(ours_runs, theirs_runs)) if r is not None]
+        ratios = [
+            r
+            for r in (ratio(a.get(key), b.get(key)) for a, b in zip(ours_runs, theirs_runs, strict=True))
+            if r is not None
+        ]
         spreads[key] = f"{min(ratios):.3f}-{max(ratios):.3f}" if ratios else "-"
     return spreads
 
@@ -279,7 +286,9 @@ def main(argv=None) -> None:
     print("server:", " ".join(server_args[1:]), flush=True)
     prompts = load_prompts(args.prompt_set, args.warmup + args.num_prompts)
     with VllmServer(server_args, log_path=work / "server.log", start_timeout_s=600) as server:
-        load_ours(server.base_url, prompts[: 2 * args.concurrency], args, warmup=0)  # the server's first requests are slow
+        load_ours(
+            server.base_url, prompts[: 2 * args.concurrency], args, warmup=0
+        )  # the server's first requests are slow
         ours_runs, theirs_runs = run_rounds(server.base_url, prompts, args, work)
     print_table(
         f"median over {args.rounds} rounds",

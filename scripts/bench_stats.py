@@ -10,7 +10,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from experiments.stats import paired_bootstrap_speedup  # noqa: E402
+from experiments.stats import paired_bootstrap_speedup
 
 ARMS, LEVELS, REPETITIONS, REQUESTS = 4, 8, 3, 500
 

@@ -4,8 +4,8 @@ import os
 
 os.environ.setdefault("SPECDASH_SECRET_KEY", "tests-only-secret-key")
 
-from specdash.env import env_str  # noqa: E402
-from specdash.settings import *  # noqa: E402,F403
+from specdash.env import env_str
+from specdash.settings import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 STORAGES = {

@@ -2,6 +2,9 @@ from unittest import mock
 
 import pytest
 
+# The real Celery worker process of the integration tests.
+pytest_plugins = ["tests.worker_fixtures"]
+
 # ---------------------------------------------------------------- web: users, clients, dispatch, browser
 # Fixtures of the forms, views and browser tests.
 

@@ -129,7 +129,7 @@ def _server_command(arm: Arm) -> list[str]:
     command = ["python", "-m", "vllm.entrypoints.openai.api_server", "--model", "/models/target", "--port", "8100"]
     if arm.is_baseline:
         return command
-    return command + ["--speculative-config", json.dumps(arm.speculative_config(), sort_keys=True)]
+    return [*command, "--speculative-config", json.dumps(arm.speculative_config(), sort_keys=True)]
 
 
 # ---------------------------------------------------------------- a finished experiment

@@ -12,7 +12,9 @@ PROMPTS = 4
 
 
 def _cell(arm, repetition, *, tpot, throughput, drafts=0, accepted=0, per_pos=None, vllm="0.32.0"):
-    run = RunFactory(arm=arm, experiment=arm.experiment, concurrency=1, repetition=repetition, status=Run.Status.SUCCEEDED)
+    run = RunFactory(
+        arm=arm, experiment=arm.experiment, concurrency=1, repetition=repetition, status=Run.Status.SUCCEEDED
+    )
     RunSummaryFactory(
         run=run, output_throughput=throughput, request_throughput=throughput / 10, tpot_mean_ms=tpot,
         spec_num_drafts=drafts, spec_num_accepted_tokens=accepted, spec_num_draft_tokens=drafts * 4,
@@ -49,7 +51,8 @@ def test_speedups_are_exact_on_an_exact_two_fold_case(experiment):
     assert (tpot.point, tpot.ci_low, tpot.ci_high) == (2.0, 2.0, 2.0)
     assert (tpot.n_pairs, tpot.n_repetitions) == (2 * PROMPTS, 2)
     throughput = SpeedupEstimate.objects.get(experiment=experiment, metric="output_throughput")
-    assert throughput.point == 2.0 and throughput.ci_low == 2.0
+    assert throughput.point == 2.0
+    assert throughput.ci_low == 2.0
     ttft = SpeedupEstimate.objects.get(experiment=experiment, metric="ttft")
     assert ttft.point == 1.0  # same TTFT on both sides
 
@@ -74,13 +77,15 @@ def test_series_hold_acceptance_along_output_cdfs_and_the_prediction(experiment)
     assert predicted["cost_ratio"] == 0.0
     point = predicted["points"][0]
     assert point["tau"] == 2.0
-    assert point["predicted"] == pytest.approx(2.0) and point["measured"] == 2.0
+    assert point["predicted"] == pytest.approx(2.0)
+    assert point["measured"] == 2.0
 
 
 def test_warnings_name_runtime_differences_and_small_samples(experiment):
     analysis = experiment_analyse(experiment=experiment)
     text = " ".join(analysis.warnings)
-    assert "same vLLM version" in text and "0.33.0" in text
+    assert "same vLLM version" in text
+    assert "0.33.0" in text
     assert "Fewer than 30 paired requests at concurrency 1" in text
 
 

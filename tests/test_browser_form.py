@@ -98,5 +98,6 @@ def test_define_and_submit_an_experiment(page, live_server, user, celery_dispatc
     page.click("text=History")
     row = page.locator("#experiment-table tr", has_text="browser: n-gram vs draft")
     assert row.count() == 1
-    assert "n-gram lookup k=4" in row.inner_text() and "Draft model k=4" in row.inner_text()
+    assert "n-gram lookup k=4" in row.inner_text()
+    assert "Draft model k=4" in row.inner_text()
     _shot(page, "05-history")

@@ -65,13 +65,16 @@ def test_every_chart_is_drawn_with_data_and_the_verdicts_are_shown(page, live_se
     sizes = page.evaluate(CHART_SIZES, CANVASES)
     assert {canvas: size for canvas, size in sizes.items() if not size or 0 in size} == {}
     # One line per arm over the levels; speculative arms only where acceptance is concerned.
-    assert sizes["chart-tpot"] == [3, 2] and sizes["chart-speedup"] == [2, 2]
-    assert sizes["chart-acceptance-unconditional"] == [2, 4] and sizes["chart-tpot-cdf"] == [3, 51]
+    assert sizes["chart-tpot"] == [3, 2]
+    assert sizes["chart-speedup"] == [2, 2]
+    assert sizes["chart-acceptance-unconditional"] == [2, 4]
+    assert sizes["chart-tpot-cdf"] == [3, 51]
     assert sizes["chart-predicted"] == [4, 2]
 
     verdicts = page.inner_text("#verdicts")
     assert "n-gram k=4 is faster than the baseline" in verdicts
-    assert "draft k=3" in verdicts and "slower than the baseline" in verdicts
+    assert "draft k=3" in verdicts
+    assert "slower than the baseline" in verdicts
     assert "Sampling at temperature 0.7" in page.inner_text("#warnings")
     assert page.locator("#table-cdf tbody tr").count() == 51
     # The widest table fits the page without a horizontal scroll bar.
@@ -106,5 +109,6 @@ def test_controls_redraw_and_tables_sort_and_copy(page, live_server):
     copied = page.evaluate("navigator.clipboard.readText()")
     lines = copied.strip().split("\n")
     assert lines[0].split("\t")[:4] == ["Arm", "Concurrency", "TPOT speedup", "TPOT 95% low"]
-    assert len(lines) == 1 + 2 * 2 and repr(best.point) in lines[1]
+    assert len(lines) == 1 + 2 * 2
+    assert repr(best.point) in lines[1]
     _shot(page, "results-02-after-controls")

@@ -1,5 +1,6 @@
 """Through the real parts: PostgreSQL, Redis, a Celery worker process and vLLM servers."""
 
+import itertools
 import subprocess
 
 import pytest
@@ -11,7 +12,7 @@ from experiments import services
 from experiments.models import Arm, EnvironmentSnapshot, Experiment, RequestRecord, Run, RunSummary
 from experiments.services import ArmSpec
 from experiments.workloads import prompt_set_hash
-from tests.worker_fixtures import celery_worker_process, wait_for_experiment  # noqa: F401
+from tests.worker_fixtures import wait_for_experiment
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -48,7 +49,9 @@ def owner():
 def test_server_that_cannot_start_fails_its_runs_with_the_log_tail(celery_worker_process, owner):
     missing = settings.SPECDASH_MODELS_DIR / "no-such-model"
     experiment = services.experiment_create(
-        owner=owner, arms=[ArmSpec(method=Arm.Method.NGRAM, num_speculative_tokens=2)], **_fields(target_model=str(missing))
+        owner=owner,
+        arms=[ArmSpec(method=Arm.Method.NGRAM, num_speculative_tokens=2)],
+        **_fields(target_model=str(missing)),
     )
 
     experiment = wait_for_experiment(experiment.id, timeout_s=300)
@@ -67,7 +70,9 @@ def test_server_that_cannot_start_fails_its_runs_with_the_log_tail(celery_worker
 @pytest.mark.skipif(not (TARGET / "config.json").exists(), reason="demo models not built (./dev test builds them)")
 def test_experiment_runs_end_to_end_on_real_vllm(celery_worker_process, owner):
     arms = [
-        ArmSpec(method=Arm.Method.NGRAM, num_speculative_tokens=3, params={"prompt_lookup_min": 2, "prompt_lookup_max": 4}),
+        ArmSpec(
+            method=Arm.Method.NGRAM, num_speculative_tokens=3, params={"prompt_lookup_min": 2, "prompt_lookup_max": 4}
+        ),
         ArmSpec(method=Arm.Method.DRAFT_MODEL, num_speculative_tokens=3, params={"model": str(DRAFT)}),
     ]
     experiment = services.experiment_create(owner=owner, arms=arms, **_fields())
@@ -89,8 +94,9 @@ def test_experiment_runs_end_to_end_on_real_vllm(celery_worker_process, owner):
             assert not summary.spec_num_drafts
             continue
         per_pos = summary.spec_accepted_per_pos
-        assert summary.spec_num_drafts > 0 and len(per_pos) == 3
-        assert all(a >= b for a, b in zip(per_pos, per_pos[1:])), per_pos
+        assert summary.spec_num_drafts > 0
+        assert len(per_pos) == 3
+        assert all(a >= b for a, b in itertools.pairwise(per_pos)), per_pos
         assert sum(per_pos) == summary.spec_num_accepted_tokens
         with_steps = [bool(r.spec_accepted_per_step) for r in rows]
         # A draft model proposes at every step; an n-gram lookup can find nothing to propose.

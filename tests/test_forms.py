@@ -73,7 +73,10 @@ BAD_INPUTS = {
     "concurrency 0": (form_data(concurrency_levels="0, 4"), "concurrency_levels"),
     "concurrency negative": (form_data(concurrency_levels="-1"), "concurrency_levels"),
     "concurrency absurd": (form_data(concurrency_levels="1, 2000"), "concurrency_levels"),
-    "concurrency 13 levels": (form_data(concurrency_levels=" ".join(str(n) for n in range(1, 14))), "concurrency_levels"),
+    "concurrency 13 levels": (
+        form_data(concurrency_levels=" ".join(str(n) for n in range(1, 14))),
+        "concurrency_levels",
+    ),
     "concurrency duplicate": (form_data(concurrency_levels="1, 4, 4"), "concurrency_levels"),
     "concurrency malformed": (form_data(concurrency_levels="1, four"), "concurrency_levels"),
     "concurrency fraction": (form_data(concurrency_levels="1.5"), "concurrency_levels"),
@@ -148,7 +151,7 @@ def _errors_at(form, arms, where) -> list[str]:
     return list(form.errors.get(where, []))
 
 
-@pytest.mark.parametrize("data, where", BAD_INPUTS.values(), ids=BAD_INPUTS.keys())
+@pytest.mark.parametrize(("data", "where"), BAD_INPUTS.values(), ids=BAD_INPUTS.keys())
 def test_bad_input_is_refused_on_its_field(data, where):
     form, arms = bind(data)
 
@@ -158,7 +161,7 @@ def test_bad_input_is_refused_on_its_field(data, where):
     assert _errors_at(form, arms, where), (form.errors, arms.errors, arms.non_form_errors())
 
 
-@pytest.mark.parametrize("data, where", BAD_INPUTS.values(), ids=BAD_INPUTS.keys())
+@pytest.mark.parametrize(("data", "where"), BAD_INPUTS.values(), ids=BAD_INPUTS.keys())
 def test_bad_input_stores_nothing(logged_in_client, celery_dispatch, data, where):
     response = logged_in_client.post(reverse("experiments:create"), data)
 
@@ -222,7 +225,7 @@ ARM_PARAMS = [
 ]
 
 
-@pytest.mark.parametrize("arm, params", ARM_PARAMS, ids=[arm["method"] for arm, _ in ARM_PARAMS])
+@pytest.mark.parametrize(("arm", "params"), ARM_PARAMS, ids=[arm["method"] for arm, _ in ARM_PARAMS])
 def test_arm_params_map_to_the_speculative_config(arm, params):
     _, arms = bind(form_data(arms=[arm]))
 
@@ -271,7 +274,8 @@ def test_good_input_creates_experiment_arms_runs_and_dispatch(
     user, celery_dispatch, django_capture_on_commit_callbacks
 ):
     form, arms = bind(form_data(arms=[NGRAM, DRAFT], worker_queue="h100"))
-    assert form.is_valid() and arms.is_valid()
+    assert form.is_valid()
+    assert arms.is_valid()
 
     with django_capture_on_commit_callbacks(execute=True):
         experiment = services.experiment_create(owner=user, arms=arms.arm_specs(), **form.experiment_fields())

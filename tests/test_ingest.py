@@ -1,4 +1,4 @@
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -10,7 +10,7 @@ from workers.prom import SpecCounters
 
 pytestmark = pytest.mark.django_db
 
-NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 ENVIRONMENT = {"host_name": "gpu-1", "vllm_version": "0.32.0", "server_command": ["python", "-m", "vllm"]}
 
 
@@ -59,7 +59,8 @@ def test_summary_figures_match_a_hand_computed_case():
     assert fields["request_throughput"] == 1.0  # 2 completed / 2 s
     assert fields["output_throughput"] == 4.0  # 8 tokens / 2 s
     assert fields["goodput"] == 0.5  # only request 0 meets TPOT <= 60 ms
-    assert fields["tpot_mean_ms"] == 75.0 and fields["tpot_p50_ms"] == 75.0
+    assert fields["tpot_mean_ms"] == 75.0
+    assert fields["tpot_p50_ms"] == 75.0
     assert fields["ttft_p50_ms"] == 150.0
     # ITL gaps: 50, 150 (request 0) and 200 (request 1): median 150, mean 133.33
     assert fields["itl_p50_ms"] == 150.0
@@ -75,9 +76,12 @@ def test_ingest_writes_rows_with_copy_and_a_second_write_replaces_them():
 
     rows = list(RequestRecord.objects.filter(run=run).order_by("prompt_index"))
     assert len(rows) == 3
-    assert rows[0].chunk_times_ms == [100.0, 150.0, 300.0] and rows[0].chunk_tokens == [1, 2, 2]
-    assert rows[0].spec_accepted_per_step == [2, 1] and rows[0].tpot_ms == 50.0
-    assert rows[2].error == "HTTP 500" and rows[2].spec_accepted_per_step is None
+    assert rows[0].chunk_times_ms == [100.0, 150.0, 300.0]
+    assert rows[0].chunk_tokens == [1, 2, 2]
+    assert rows[0].spec_accepted_per_step == [2, 1]
+    assert rows[0].tpot_ms == 50.0
+    assert rows[2].error == "HTTP 500"
+    assert rows[2].spec_accepted_per_step is None
     assert RunSummary.objects.filter(run=run).count() == 1
     summary = RunSummary.objects.get(run=run)
     assert summary.acceptance_length == pytest.approx(1 + 12 / 10)

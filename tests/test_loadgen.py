@@ -1,4 +1,5 @@
 import asyncio
+import itertools
 import json
 
 import pytest
@@ -41,7 +42,7 @@ def test_poisson_offsets_are_seeded_and_start_at_zero():
     assert offsets == poisson_offsets(2000, 10.0, seed=7)
     assert offsets != poisson_offsets(2000, 10.0, seed=8)
     assert offsets[0] == 0.0
-    assert all(b >= a for a, b in zip(offsets, offsets[1:]))
+    assert all(b >= a for a, b in itertools.pairwise(offsets))
     assert offsets[-1] / 1999 == pytest.approx(0.1, rel=0.1)  # mean gap 1/rate
 
 
@@ -66,10 +67,10 @@ def test_sse_data():
 
 # Events as vLLM 0.32 streams them (n-gram arm, --per-request-spec-decode-metrics detailed).
 REAL_EVENTS = [
-    {"choices": [{"index": 0, "text": " a", "finish_reason": None, "prompt_token_ids": [559, 414, 264], "token_ids": [268]}]},
+    {"choices": [{"index": 0, "text": " a", "finish_reason": None, "prompt_token_ids": [559, 414, 264], "token_ids": [268]}]},  # noqa: E501 (as recorded)
     {"choices": [{"index": 0, "text": "", "finish_reason": None, "prompt_token_ids": None, "token_ids": [107]}]},
     {"choices": [{"index": 0, "text": "", "finish_reason": None, "prompt_token_ids": None, "token_ids": [107, 107]}]},
-    {"choices": [{"index": 0, "text": "", "finish_reason": "length", "prompt_token_ids": None, "token_ids": [107, 107]}]},
+    {"choices": [{"index": 0, "text": "", "finish_reason": "length", "prompt_token_ids": None, "token_ids": [107, 107]}]},  # noqa: E501 (as recorded)
     {
         "choices": [],
         "usage": {"prompt_tokens": 3, "total_tokens": 9, "completion_tokens": 6},
@@ -87,7 +88,7 @@ REAL_EVENTS = [
 
 def _fold(events, times):
     result = RequestResult(prompt_index=0)
-    for event, at in zip(events, times):
+    for event, at in zip(events, times, strict=True):
         apply_event(result, event, at)
     finalise(result)
     return result
@@ -110,7 +111,11 @@ def test_baseline_events_have_no_spec_metrics():
     usage_only = {"choices": [], "usage": {"prompt_tokens": 3, "total_tokens": 9, "completion_tokens": 6}}
     result = _fold([*REAL_EVENTS[:4], usage_only], [1.0, 2.0, 3.0, 4.0, 5.0])
     assert result.error == ""
-    assert (result.spec_acceptance_length, result.spec_accepted_per_step, result.spec_proposed_per_step) == (None, None, None)
+    assert (result.spec_acceptance_length, result.spec_accepted_per_step, result.spec_proposed_per_step) == (
+        None,
+        None,
+        None,
+    )
 
 
 def test_missing_usage_is_an_error():
@@ -179,7 +184,13 @@ class FakeVllm:
             if i == 0:
                 choice["prompt_token_ids"] = [1, 2, 3, 4]
             await response.write(_event({"choices": [choice]}))
-        usage = _event({"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 6}, "metrics": {"speculative_decoding": SPEC}})
+        usage = _event(
+            {
+                "choices": [],
+                "usage": {"prompt_tokens": 4, "completion_tokens": 6},
+                "metrics": {"speculative_decoding": SPEC},
+            }
+        )
         await response.write(usage[:17])  # an event split across two reads
         await asyncio.sleep(0.01)
         await response.write(usage[17:] + b"data: [DONE]\n\n")
@@ -204,10 +215,10 @@ def _load(prompts, **overrides):
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
         port = site._server.sockets[0].getsockname()[1]
-        kwargs = dict(
-            base_url=f"http://127.0.0.1:{port}", model="target", prompts=prompts, max_tokens=6,
-            temperature=0.0, top_p=1.0, seed=42, ignore_eos=True, concurrency=2, timeout_s=10,
-        )  # fmt: skip
+        kwargs = {
+            "base_url": f"http://127.0.0.1:{port}", "model": "target", "prompts": prompts, "max_tokens": 6,
+            "temperature": 0.0, "top_p": 1.0, "seed": 42, "ignore_eos": True, "concurrency": 2, "timeout_s": 10,
+        }  # fmt: skip
         try:
             return await run_load(**{**kwargs, **overrides}), fake
         finally:
@@ -247,7 +258,9 @@ def test_warmup_requests_are_sent_but_not_returned():
 
 def test_spec_counters_cover_the_measured_requests_only():
     load, _ = _load(["w0", "w1", "m2", "m3", "m4"], warmup=2)
-    assert load.spec_counters == SpecCounters(num_drafts=6, num_draft_tokens=18, num_accepted_tokens=9, accepted_per_pos=[6, 3])
+    assert load.spec_counters == SpecCounters(
+        num_drafts=6, num_draft_tokens=18, num_accepted_tokens=9, accepted_per_pos=[6, 3]
+    )
 
 
 def test_failures_are_recorded_not_raised():
@@ -257,7 +270,8 @@ def test_failures_are_recorded_not_raised():
     assert errors[1].startswith("HTTP 500")
     assert errors[2] != ""
     dropped = load.requests[2]
-    assert dropped.ttft_ms is None and dropped.output_tokens == 1
+    assert dropped.ttft_ms is None
+    assert dropped.output_tokens == 1
 
 
 def test_connection_refused_is_recorded():
@@ -275,7 +289,7 @@ def test_connection_refused_is_recorded():
 def test_poisson_arrivals_follow_the_seeded_schedule():
     load, _ = _load(["a", "b", "c", "d", "e"], request_rate=20.0, concurrency=5, seed=3)
     scheduled = poisson_offsets(5, 20.0, seed=3)
-    for result, offset in zip(load.requests, scheduled):
+    for result, offset in zip(load.requests, scheduled, strict=True):
         assert offset - 0.001 <= result.sent_at_s <= offset + 0.25
 
 
@@ -294,5 +308,5 @@ def test_a_failing_progress_callback_stops_the_load():
 
 
 def test_needs_a_measured_prompt():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="at least one measured prompt"):
         _load(["only warmup"], warmup=1)

@@ -95,7 +95,9 @@ def test_baseline_has_no_counters():
 
 def test_diff_across_interval():
     interval = diff(parse_spec_counters(SPEC_SAMPLE_BEFORE), parse_spec_counters(SPEC_SAMPLE))
-    assert interval == SpecCounters(num_drafts=77, num_draft_tokens=175, num_accepted_tokens=88, accepted_per_pos=[48, 25, 15])
+    assert interval == SpecCounters(
+        num_drafts=77, num_draft_tokens=175, num_accepted_tokens=88, accepted_per_pos=[48, 25, 15]
+    )
 
 
 def test_diff_of_baseline_is_empty():

@@ -155,8 +155,10 @@ def test_warnings_come_from_the_settings_until_the_analysis_holds_them_all():
     after = selectors.experiment_warnings(experiment=experiment, analysis=experiment.analysis)
 
     assert len(before) == 3
-    assert after == experiment.analysis.warnings and after[:3] == before
-    assert sum("ynthetic" in w for w in after) == 1 and sum("ignore_eos" in w for w in after) == 1
+    assert after == experiment.analysis.warnings
+    assert after[:3] == before
+    assert sum("ynthetic" in w for w in after) == 1
+    assert sum("ignore_eos" in w for w in after) == 1
     assert "temperature 0.5" in before[-1]
 
 
@@ -175,8 +177,10 @@ def test_page_shows_verdicts_warnings_protocol_and_definitions(logged_in_client,
         assert verdict["text"] in html
     assert "Sampling at temperature 0.7" in html
     assert html.index('id="verdicts"') < html.index('id="protocol"') < html.index('id="results"')
-    assert "0.32.0" in html and "CPU only: AMD EPYC 7B13, 2 cores" in html
-    assert "--speculative-config" in html and "/models/draft" in html
+    assert "0.32.0" in html
+    assert "CPU only: AMD EPYC 7B13, 2 cores" in html
+    assert "--speculative-config" in html
+    assert "/models/draft" in html
     for definition in (
         "request sent → first streamed chunk with content",
         "(E2E − TTFT) / (output tokens − 1)",
@@ -187,7 +191,8 @@ def test_page_shows_verdicts_warnings_protocol_and_definitions(logged_in_client,
         "requests meeting every SLO set (TPOT ≤ 20 ms)",
     ):
         assert definition in html
-    assert 'id="results-data"' in html and "js/experiment_results.js" in html
+    assert 'id="results-data"' in html
+    assert "js/experiment_results.js" in html
     for name in DOWNLOADS:
         assert reverse(f"experiments:{name}", args=[finished.pk]) in html
 
@@ -209,6 +214,7 @@ def test_latency_and_throughput_tables_hold_the_stored_values(logged_in_client, 
     for label, level, _, output, requests, goodput in throughput[1:]:
         cell = [s for s in summaries if s.run.arm.label == label and s.run.concurrency == int(level)]
         assert float(output) == pytest.approx(statistics.fmean(s.output_throughput for s in cell), rel=1e-12)
+        assert float(requests) == pytest.approx(statistics.fmean(s.request_throughput for s in cell), rel=1e-12)
         assert float(goodput) == pytest.approx(statistics.fmean(s.goodput for s in cell), rel=1e-12)
 
 
@@ -238,7 +244,8 @@ def test_speedup_and_acceptance_tables_hold_the_stored_values(logged_in_client, 
     rows = tables["table-predicted"][1:]
     assert len(rows) == sum(len(series["points"]) for series in predicted.values())
     first = next(iter(predicted.values()))["points"][0]
-    assert float(rows[0][6]) == first["predicted"] and float(rows[0][7]) == first["measured"]
+    assert float(rows[0][6]) == first["predicted"]
+    assert float(rows[0][7]) == first["measured"]
 
 
 def test_chart_data_carries_the_series_of_every_chart(logged_in_client, finished):
@@ -249,7 +256,9 @@ def test_chart_data_carries_the_series_of_every_chart(logged_in_client, finished
     data = json.loads(html[start : html.index("</script>", start)])
 
     assert [arm["label"] for arm in data["arms"]] == ["baseline", "n-gram k=4", "draft k=3"]
-    assert data["levels"] == [1, 4] and len(data["cells"]) == 6 and data["has_slos"]
+    assert data["levels"] == [1, 4]
+    assert len(data["cells"]) == 6
+    assert data["has_slos"]
     assert {s["metric"] for s in data["speedups"]} == {"tpot", "e2e", "output_throughput"}
     assert len(data["break_even"]) == 2 * 3
     stored = ExperimentAnalysis.objects.get(experiment=finished).series
@@ -278,8 +287,10 @@ def test_a_running_experiment_shows_its_summaries_without_the_analysis(logged_in
     html = _page(logged_in_client, experiment)
 
     assert "once the experiment has finished" in html
-    assert 'id="table-latency"' in html and 'id="chart-tpot"' in html
-    assert 'id="verdicts"' not in html and 'id="chart-speedup"' not in html
+    assert 'id="table-latency"' in html
+    assert 'id="chart-tpot"' in html
+    assert 'id="verdicts"' not in html
+    assert 'id="chart-speedup"' not in html
 
 
 def test_no_results_block_before_any_run_succeeded(logged_in_client):
@@ -288,7 +299,8 @@ def test_no_results_block_before_any_run_succeeded(logged_in_client):
 
     html = _page(logged_in_client, experiment)
 
-    assert 'id="results"' not in html and "chart.umd.min.js" not in html
+    assert 'id="results"' not in html
+    assert "chart.umd.min.js" not in html
 
 
 # ---------------------------------------------------------------- downloads
@@ -300,7 +312,8 @@ def test_downloads_need_a_login(client, name):
 
     response = client.get(url)
 
-    assert response.status_code == 302 and response.url.startswith(reverse("login"))
+    assert response.status_code == 302
+    assert response.url.startswith(reverse("login"))
 
 
 def test_summaries_csv_has_one_row_per_run_with_every_summary_column(logged_in_client, finished):
@@ -342,7 +355,8 @@ def test_requests_csv_streams_every_request_with_its_cell(logged_in_client, fini
     assert len(rows) == RequestRecord.objects.filter(run__experiment=finished).count() == 3 * 2 * 2 * 20
     assert list(rows[0])[:6] == ["run_id", "arm", "method", "concurrency", "repetition", "prompt_index"]
     record = RequestRecord.objects.get(run_id=rows[-1]["run_id"], prompt_index=rows[-1]["prompt_index"])
-    assert rows[-1]["arm"] == "draft k=3" and float(rows[-1]["tpot_ms"]) == record.tpot_ms
+    assert rows[-1]["arm"] == "draft k=3"
+    assert float(rows[-1]["tpot_ms"]) == record.tpot_ms
     assert json.loads(rows[-1]["spec_accepted_per_step"]) == record.spec_accepted_per_step
     assert json.loads(rows[-1]["chunk_times_ms"]) == record.chunk_times_ms
 
@@ -350,11 +364,13 @@ def test_requests_csv_streams_every_request_with_its_cell(logged_in_client, fini
 def test_requests_json_streams_the_same_rows(logged_in_client, finished):
     response, body = _download(logged_in_client, finished, "requests_json")
 
-    assert response.streaming and response["Content-Type"] == "application/json"
+    assert response.streaming
+    assert response["Content-Type"] == "application/json"
     rows = json.loads(body)
     assert len(rows) == 240
     assert {row["arm"] for row in rows} == {"baseline", "n-gram k=4", "draft k=3"}
-    assert rows[0]["spec_accepted_per_step"] is None and rows[-1]["spec_proposed_per_step"][0] == 3
+    assert rows[0]["spec_accepted_per_step"] is None
+    assert rows[-1]["spec_proposed_per_step"][0] == 3
 
 
 def test_downloads_of_an_experiment_without_rows_are_empty_but_well_formed(logged_in_client):

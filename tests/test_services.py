@@ -59,7 +59,8 @@ def test_illegal_run_transition_raises_and_changes_nothing():
     with pytest.raises(IllegalTransition):
         services.run_mark_failed(run_id=run.id, error="late")
     run.refresh_from_db()
-    assert run.status == Run.Status.SUCCEEDED and run.error == ""
+    assert run.status == Run.Status.SUCCEEDED
+    assert run.error == ""
 
 
 def test_experiment_cannot_finish_with_runs_left():
@@ -90,7 +91,8 @@ def test_stale_runs_are_requeued_then_failed_after_max_attempts():
         run.refresh_from_db()
     assert fresh.status == Run.Status.RUNNING
     assert (stale.status, stale.requests_done, stale.heartbeat_at) == (Run.Status.QUEUED, 0, None)
-    assert worn.status == Run.Status.FAILED and "gave up" in worn.error
+    assert worn.status == Run.Status.FAILED
+    assert "gave up" in worn.error
 
 
 def test_experiments_without_work_lists_running_experiments_with_nothing_left():

@@ -6,7 +6,6 @@ import pytest
 
 from experiments import stats
 
-
 # ---------------------------------------------------------------- descriptive statistics
 
 
@@ -24,7 +23,7 @@ def test_percentile_edges():
     assert stats.percentile([3, 1, 2], 100) == 3
     assert stats.percentile([7], 99) == 7
     assert stats.percentile([], 50) is None
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="q must be in"):
         stats.percentile([1, 2], 101)
 
 
@@ -103,7 +102,7 @@ def test_acceptance_along_output():
 
 
 def test_acceptance_along_output_rejects_mismatched_arrays():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="differ in length"):
         stats.acceptance_along_output([{"accepted_per_step": [1, 2], "proposed_per_step": [3]}], 4)
 
 
@@ -214,16 +213,20 @@ def test_bootstrap_without_enough_pairs():
     assert stats.paired_bootstrap_speedup({}, {}).point is None
     one = stats.paired_bootstrap_speedup({(0, 0): 10.0}, {(0, 0): 5.0})
     assert (one.point, one.lo, one.hi) == (2.0, None, None)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="at least 0"):
         stats.paired_bootstrap_speedup({(0, 0): 10.0}, {(0, 0): -1.0})
 
 
 def test_bootstrap_takes_a_zero_value_such_as_a_one_chunk_tpot():
     # Pairs (10, 5), (0, 5), (20, 5): ratio of means (10 + 0 + 20) / (5 + 5 + 5) = 2.0.
-    estimate = stats.paired_bootstrap_speedup({(1, 0): 10.0, (1, 1): 0.0, (1, 2): 20.0}, {(1, i): 5.0 for i in range(3)})
-    assert estimate.point == 2.0 and estimate.lo <= 2.0 <= estimate.hi
+    estimate = stats.paired_bootstrap_speedup(
+        {(1, 0): 10.0, (1, 1): 0.0, (1, 2): 20.0}, {(1, i): 5.0 for i in range(3)}
+    )
+    assert estimate.point == 2.0
+    assert estimate.lo <= 2.0 <= estimate.hi
     all_zero = stats.paired_bootstrap_speedup({(1, 0): 0.0, (1, 1): 0.0}, {(1, 0): 5.0, (1, 1): 5.0})
-    assert all_zero.point is None and "zero" in all_zero.note
+    assert all_zero.point is None
+    assert "zero" in all_zero.note
 
 
 def test_run_level_speedup():

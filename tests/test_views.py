@@ -9,8 +9,8 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
-from django.utils.html import escape
 from django.utils import timezone
+from django.utils.html import escape
 
 from experiments.models import Experiment, Run
 from tests.factories import (
@@ -39,7 +39,7 @@ def _experiment_with_arms(**fields) -> Experiment:
 # ---------------------------------------------------------------- access
 
 
-@pytest.mark.parametrize("name, args", [("list", []), ("create", []), ("detail", [1]), ("progress", [1])])
+@pytest.mark.parametrize(("name", "args"), [("list", []), ("create", []), ("detail", [1]), ("progress", [1])])
 def test_pages_need_a_login(client, name, args):
     url = reverse(f"experiments:{name}", args=args)
 
@@ -125,7 +125,9 @@ def test_history_lists_newest_first_with_arms_and_owner(logged_in_client):
     assert response.status_code == 200
     text = response.text
     assert text.index("newer one") < text.index("older one")
-    assert "n-gram k=4" in text and "baseline" in text and "carol" in text
+    assert "n-gram k=4" in text
+    assert "baseline" in text
+    assert "carol" in text
 
 
 def test_history_filters_by_status_owner_and_text(logged_in_client, user):
@@ -194,7 +196,8 @@ def test_form_page_shows_defaults_and_the_baseline(logged_in_client, settings):
     assert 'name="worker_queue" value="cpu"' in text
     assert "Baseline" in text
     assert 'name="arms-TOTAL_FORMS" value="1"' in text
-    assert 'id="arm-template"' in text and "arms-__prefix__-method" in text
+    assert 'id="arm-template"' in text
+    assert "arms-__prefix__-method" in text
 
 
 def test_submitting_creates_and_redirects_with_a_message(
@@ -243,8 +246,10 @@ def test_detail_shows_protocol_arms_and_runs(logged_in_client):
     text = response.text
     config = '{"method": "draft_model", "num_speculative_tokens": 3, "model": "/models/draft"}'
     assert escape(config) in text
-    assert "Synthetic random-word prompts" in text and "ignore_eos is on" in text
-    assert "gpu-7" in text and "3/8" in text
+    assert "Synthetic random-word prompts" in text
+    assert "ignore_eos is on" in text
+    assert "gpu-7" in text
+    assert "3/8" in text
     assert "<pre>CUDA out of memory\n  at step 3</pre>" in text
     assert 'hx-trigger="every 2s"' in text
     assert reverse("experiments:progress", args=[experiment.pk]) in text

@@ -18,10 +18,10 @@ NGRAM = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2,
 
 
 def _args(**overrides):
-    kwargs = dict(
-        python="/venv/bin/python", model="/models/target", port=18771, dtype="float32",
-        max_model_len=512, seed=7, speculative_config=None, enforce_eager=False,
-    )  # fmt: skip
+    kwargs = {
+        "python": "/venv/bin/python", "model": "/models/target", "port": 18771, "dtype": "float32",
+        "max_model_len": 512, "seed": 7, "speculative_config": None, "enforce_eager": False,
+    }  # fmt: skip
     return build_server_args(**{**kwargs, **overrides})
 
 
@@ -132,9 +132,8 @@ def test_sigkill_follows_an_ignored_sigterm(tmp_path, monkeypatch):
 def test_early_exit_raises_with_the_log_tail(tmp_path):
     script = "import sys; print('no such model: /nowhere'); sys.exit(3)"
     server = _fake(tmp_path, script=script)
-    with pytest.raises(ServerStartError) as caught:
-        with server:
-            pass
+    with pytest.raises(ServerStartError) as caught, server:
+        pass
     assert "code 3" in caught.value.message
     assert "no such model: /nowhere" in caught.value.log_tail
     assert "no such model" in str(caught.value)

@@ -30,7 +30,8 @@ def test_ships_the_three_sets_with_dozens_of_distinct_prompts():
         prompt_set = sets[name]
         assert isinstance(prompt_set, PromptSet)
         assert prompt_set.name == name
-        assert prompt_set.title and prompt_set.description
+        assert prompt_set.title
+        assert prompt_set.description
         assert len(prompt_set.prompts) >= 32
         assert len(set(prompt_set.prompts)) == len(prompt_set.prompts)
 
@@ -68,7 +69,7 @@ def test_hash_is_sha256_of_the_canonical_prompt_list():
 
 
 def test_unknown_set_is_a_clear_error():
-    with pytest.raises(ValueError, match="Unknown prompt set 'nope'.*chat"):
+    with pytest.raises(ValueError, match=r"Unknown prompt set 'nope'.*chat"):
         prompt_set_hash("nope")
 
 

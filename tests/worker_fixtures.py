@@ -35,7 +35,9 @@ def celery_worker_process(django_db_setup, django_db_blocker):
         "--loglevel", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat",
     ]  # fmt: skip
     with open(log_path, "w") as log:
-        process = subprocess.Popen(args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(
+            args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
     try:
         _wait_for_log(log_path, "ready.", timeout_s=60, process=process)
         yield log_path

@@ -213,7 +213,7 @@ def greedy_continuations(
     for start in range(0, len(by_length), GENERATE_BATCH):
         group = by_length[start : start + GENERATE_BATCH]
         outputs = _generate_batch(model, [encoded[i] for i in group], tokenizer.pad_token_id)
-        sequences.update(zip(group, outputs))
+        sequences.update(zip(group, outputs, strict=True))
     return [sequences[i] for i in range(len(encoded))]
 
 
@@ -232,7 +232,7 @@ def _generate_batch(model: LlamaForCausalLM, encoded: list[list[int]], pad: int)
 def _distinct_fraction(sequences: list[list[int]], prompts: list[str], tokenizer: PreTrainedTokenizerFast) -> float:
     """Mean share of distinct tokens in each greedy output; near 0 means a degenerate loop."""
     fractions = []
-    for sequence, prompt in zip(sequences, prompts):
+    for sequence, prompt in zip(sequences, prompts, strict=True):
         output = sequence[len(tokenizer(prompt).input_ids) :]
         fractions.append(len(set(output)) / len(output))
     return sum(fractions) / len(fractions)

@@ -53,10 +53,9 @@ def _request_row(run_id: int, r: RequestResult) -> tuple:
 def _copy_requests(run_id: int, requests: list[RequestResult]) -> None:
     table = RequestRecord._meta.db_table
     sql = f"COPY {table} ({', '.join(REQUEST_COLUMNS)}) FROM STDIN"
-    with connection.cursor() as cursor:
-        with cursor.cursor.copy(sql) as copy:
-            for request in requests:
-                copy.write_row(_request_row(run_id, request))
+    with connection.cursor() as cursor, cursor.cursor.copy(sql) as copy:
+        for request in requests:
+            copy.write_row(_request_row(run_id, request))
 
 
 def meets_slos(r: RequestResult, experiment: Experiment) -> bool:

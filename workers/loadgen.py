@@ -15,13 +15,14 @@ Plain module: no Django, no vLLM.
 """
 
 import asyncio
+import itertools
 import json
 import random
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import aiohttp
 
@@ -67,7 +68,7 @@ def tpot_ms(ttft_ms: float, e2e_ms: float, output_tokens: int) -> float | None:
 
 def inter_chunk_latencies_ms(chunk_times_ms: list[float]) -> list[float]:
     """Gaps between consecutive content chunks (not per token: a chunk may carry several)."""
-    return [later - earlier for earlier, later in zip(chunk_times_ms, chunk_times_ms[1:])]
+    return [later - earlier for earlier, later in itertools.pairwise(chunk_times_ms)]
 
 
 def poisson_offsets(count: int, rate: float | None, seed: int) -> list[float]:
@@ -171,7 +172,7 @@ async def fetch_spec_counters(session: aiohttp.ClientSession, base_url: str) -> 
         async with session.get(f"{base_url}/metrics") as response:
             response.raise_for_status()
             return parse_spec_counters(await response.text())
-    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):
+    except (TimeoutError, aiohttp.ClientError, ValueError):
         return None
 
 
@@ -192,7 +193,7 @@ async def send_request(
                 result.error = f"HTTP {response.status}: {(await response.text())[:500]}"
             else:
                 await _read_stream(response, sent, result)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         result.error = f"timed out after {session.timeout.total} s"
     except (aiohttp.ClientError, ValueError) as exc:
         result.error = f"{type(exc).__name__}: {exc}"
@@ -217,7 +218,7 @@ class _Phase:
         origin = time.perf_counter()
         async with asyncio.TaskGroup() as group:
             tasks = []
-            for (index, body), offset in zip(self.bodies.items(), offsets):
+            for (index, body), offset in zip(self.bodies.items(), offsets, strict=True):
                 await asyncio.sleep(max(0.0, origin + offset - time.perf_counter()))
                 tasks.append(group.create_task(self._one(index, body, origin)))
         return [task.result() for task in tasks]
@@ -288,12 +289,12 @@ async def run_load(
 
 async def _measure(phase: _Phase, base_url: str, offsets: list[float]) -> LoadResult:
     counters_before = await fetch_spec_counters(phase.session, base_url)
-    started_at = datetime.now(timezone.utc)
+    started_at = datetime.now(UTC)
     try:
         outcomes = await phase.run(offsets)
     except BaseExceptionGroup as group:
-        raise group.exceptions[0]
-    finished_at = datetime.now(timezone.utc)
+        raise group.exceptions[0] from group
+    finished_at = datetime.now(UTC)
     counters_after = await fetch_spec_counters(phase.session, base_url)
     requests = [result for result, _ in outcomes]
     first_sent = min(result.sent_at_s for result in requests)

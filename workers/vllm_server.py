@@ -6,6 +6,7 @@ processes it spawns.
 """
 
 import atexit
+import contextlib
 import json
 import os
 import shutil
@@ -168,7 +169,7 @@ class VllmServer:
         if self._proc is not None:
             raise RuntimeError("server already started")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.log_path, "wb")
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 (open for the server's life, closed in stop())
         _live_servers.add(self)
         try:
             self._proc = subprocess.Popen(
@@ -228,10 +229,8 @@ class VllmServer:
 
     @staticmethod
     def _signal_group(pgid: int, sig: int) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(pgid, sig)
-        except ProcessLookupError:
-            pass
 
     @staticmethod
     def _wait_group_gone(proc: subprocess.Popen, timeout_s: float) -> bool:

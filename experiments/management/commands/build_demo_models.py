@@ -55,4 +55,6 @@ class Command(BaseCommand):
         if result.returncode != 0:
             raise CommandError(f"The demo model build failed with exit code {result.returncode}.")
         (models_dir / MARKER_NAME).write_text(version + "\n")
-        self.stdout.write(self.style.SUCCESS(f"Demo models written to {models_dir / 'target'} and {models_dir / 'draft'}."))
+        self.stdout.write(
+            self.style.SUCCESS(f"Demo models written to {models_dir / 'target'} and {models_dir / 'draft'}.")
+        )

@@ -36,7 +36,9 @@ def demo_fields() -> dict:
 def demo_arms() -> list[ArmSpec]:
     draft = str(settings.SPECDASH_MODELS_DIR / "draft")
     return [
-        ArmSpec(method=Arm.Method.NGRAM, num_speculative_tokens=4, params={"prompt_lookup_min": 2, "prompt_lookup_max": 4}),
+        ArmSpec(
+            method=Arm.Method.NGRAM, num_speculative_tokens=4, params={"prompt_lookup_min": 2, "prompt_lookup_max": 4}
+        ),
         ArmSpec(method=Arm.Method.DRAFT_MODEL, num_speculative_tokens=4, params={"model": draft}),
     ]
 
