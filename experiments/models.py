@@ -10,6 +10,12 @@ class IllegalTransition(Exception):
     """A status change that the state machine does not allow."""
 
 
+class ExperimentQuerySet(models.QuerySet):
+    def active(self) -> "ExperimentQuerySet":
+        """Experiments that still have work to do (queued or running)."""
+        return self.filter(status__in=Experiment.ACTIVE_STATUSES)
+
+
 class Experiment(models.Model):
     class Status(models.TextChoices):
         QUEUED = "queued", "Queued"
@@ -17,6 +23,8 @@ class Experiment(models.Model):
         FINISHED = "finished", "Finished"
         FAILED = "failed", "Failed"
         CANCELLED = "cancelled", "Cancelled"
+
+    ACTIVE_STATUSES = (Status.QUEUED, Status.RUNNING)
 
     class WorkloadKind(models.TextChoices):
         BUILTIN = "builtin", "Built-in prompt set"
@@ -60,6 +68,8 @@ class Experiment(models.Model):
     slo_tpot_ms = models.FloatField(null=True, blank=True)
     slo_e2e_ms = models.FloatField(null=True, blank=True)
 
+    objects = ExperimentQuerySet.as_manager()
+
     class Meta:
         ordering = ["-created_at", "-id"]
         indexes = [
@@ -76,14 +86,24 @@ class Experiment(models.Model):
 
     @property
     def has_slos(self) -> bool:
-        return any(v is not None for v in (self.slo_ttft_ms, self.slo_tpot_ms, self.slo_e2e_ms))
+        return bool(self.slo_labels)
+
+    @property
+    def slo_labels(self) -> list[str]:
+        """The SLOs that are set, as the pages show them: e.g. "TPOT ≤ 50 ms"."""
+        limits = (("TTFT", self.slo_ttft_ms), ("TPOT", self.slo_tpot_ms), ("E2E", self.slo_e2e_ms))
+        return [f"{name} ≤ {limit:g} ms" for name, limit in limits if limit is not None]
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in self.ACTIVE_STATUSES
 
     @property
     def is_greedy(self) -> bool:
         return self.temperature == 0.0
 
     def protocol_warnings(self) -> list[str]:
-        """The benchmarking traps (DESIGN.md) that the settings alone walk into."""
+        """The benchmarking traps (README, "Metrics") that the settings alone walk into."""
         warnings = []
         if self.workload_kind == self.WorkloadKind.SYNTHETIC:
             warnings.append("Synthetic random-word prompts: acceptance on them says little about real traffic.")
@@ -143,6 +163,15 @@ class Arm(models.Model):
         return config
 
 
+class RunQuerySet(models.QuerySet):
+    def open(self) -> "RunQuerySet":
+        """Runs not done yet: queued, or running on a worker."""
+        return self.filter(status__in=Run.OPEN_STATUSES)
+
+    def succeeded(self) -> "RunQuerySet":
+        return self.filter(status=Run.Status.SUCCEEDED)
+
+
 class Run(models.Model):
     """One arm at one concurrency level, one repetition."""
 
@@ -152,6 +181,8 @@ class Run(models.Model):
         SUCCEEDED = "succeeded", "Succeeded"
         FAILED = "failed", "Failed"
         CANCELLED = "cancelled", "Cancelled"
+
+    OPEN_STATUSES = (Status.QUEUED, Status.RUNNING)
 
     experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="runs")
     arm = models.ForeignKey(Arm, on_delete=models.CASCADE, related_name="runs")
@@ -168,6 +199,8 @@ class Run(models.Model):
     requests_total = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True)
 
+    objects = RunQuerySet.as_manager()
+
     class Meta:
         ordering = ["arm__position", "repetition", "concurrency"]
         constraints = [
@@ -179,6 +212,12 @@ class Run(models.Model):
 
     def __str__(self):
         return f"{self.arm} @ {self.concurrency} #{self.repetition}"
+
+
+class RunSummaryQuerySet(models.QuerySet):
+    def succeeded_of(self, experiment: "Experiment") -> "RunSummaryQuerySet":
+        """The summaries of an experiment's succeeded runs: what results and analysis read."""
+        return self.filter(run__experiment=experiment, run__status=Run.Status.SUCCEEDED)
 
 
 class RunSummary(models.Model):
@@ -217,6 +256,8 @@ class RunSummary(models.Model):
     spec_num_draft_tokens = models.PositiveBigIntegerField(null=True)
     spec_num_accepted_tokens = models.PositiveBigIntegerField(null=True)
     spec_accepted_per_pos = ArrayField(models.PositiveBigIntegerField(), null=True)
+
+    objects = RunSummaryQuerySet.as_manager()
 
     def __str__(self):
         return f"summary of {self.run}"

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from experiments.analysis import experiment_analyse
 from experiments.models import Arm, Experiment, IllegalTransition, Run
+from workers.tasks import experiment_execute
 
 logger = logging.getLogger(__name__)
 
@@ -56,8 +57,6 @@ def experiment_create(*, owner, arms: list[ArmSpec], **fields) -> Experiment:
     The baseline arm is added here; `arms` lists the speculative arms only. The
     experiment is dispatched to its worker queue once the transaction commits.
     """
-    from workers.tasks import experiment_execute
-
     experiment = Experiment.objects.create(owner=owner, **fields)
     all_specs = [ArmSpec(method=Arm.Method.BASELINE), *list(arms)]
     for position, spec in enumerate(all_specs):
@@ -92,9 +91,9 @@ def experiment_mark_running(*, experiment: Experiment) -> None:
 def experiment_finish(*, experiment: Experiment) -> Experiment.Status:
     """Close the experiment once no run is left to do: finished if any run succeeded.
     A finished experiment becomes visible together with its analysis."""
-    statuses = set(experiment.runs.values_list("status", flat=True))
-    if statuses & {Run.Status.QUEUED, Run.Status.RUNNING}:
+    if experiment.runs.open().exists():
         raise IllegalTransition("Experiment still has runs to do.")
+    statuses = set(experiment.runs.values_list("status", flat=True))
     new = Experiment.Status.FINISHED if Run.Status.SUCCEEDED in statuses else Experiment.Status.FAILED
     _check_transition(EXPERIMENT_TRANSITIONS, experiment.status, new, "Experiment")
     experiment.status = new
@@ -117,7 +116,7 @@ def _analyse_or_log(experiment: Experiment) -> None:
 
 def experiments_without_work() -> list[Experiment]:
     """Running experiments none of whose runs is queued or running any more."""
-    busy = Run.objects.filter(status__in=[Run.Status.QUEUED, Run.Status.RUNNING])
+    busy = Run.objects.open()
     return list(
         Experiment.objects.filter(status=Experiment.Status.RUNNING).exclude(id__in=busy.values("experiment_id"))
     )

@@ -1,7 +1,7 @@
 """Statistics for comparing a speculative arm with the baseline.
 
 Plain Python on lists and dicts (no Django, no numpy) so every function can be checked
-against a hand-computed case. Metric definitions follow shared/DESIGN.md.
+against a hand-computed case. Metric definitions: docs/metrics.md.
 
 Speedup convention: a value above 1 always means the arm is better. For latencies it is
 baseline / arm, for throughputs arm / baseline (`higher_is_better=True`).

@@ -1,13 +1,10 @@
-import csv
-import json
-
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
-from experiments import selectors, services
+from experiments import exports, results, selectors, services
 from experiments.forms import ARM_FORMSET_PREFIX, ArmFormSet, ExperimentFilterForm, ExperimentForm
 from experiments.models import Experiment
 
@@ -52,15 +49,15 @@ def experiment_create(request):
 @require_GET
 def experiment_detail(request, pk: int):
     experiment = _get_experiment_for_user(request, pk)
-    results = selectors.results_for_experiment(experiment=experiment)
-    analysis = results.analysis if results else None
+    block = results.results_for_experiment(experiment=experiment)
+    analysis = block.analysis if block else None
     context = {
         "experiment": experiment,
         "arms": selectors.experiment_arms(experiment=experiment),
         "environment": selectors.experiment_environment(experiment=experiment),
         "warnings": selectors.experiment_warnings(experiment=experiment, analysis=analysis),
-        "results": results,
-        "results_data": results.chart_data() if results else None,
+        "results": block,
+        "results_data": block.chart_data() if block else None,
         **_progress_context(experiment),
     }
     return render(request, "experiments/detail.html", context)
@@ -70,7 +67,7 @@ def experiment_detail(request, pk: int):
 def experiment_progress(request, pk: int):
     experiment = _get_experiment_for_user(request, pk)
     response = render(request, "experiments/partials/progress.html", _progress_context(experiment))
-    if request.headers.get("HX-Request") and not selectors.experiment_is_active(experiment):
+    if request.headers.get("HX-Request") and not experiment.is_active:
         # The experiment just ended while the page was polling: reload it whole, so the
         # status and the results appear.
         response["HX-Refresh"] = "true"
@@ -82,37 +79,8 @@ def _progress_context(experiment: Experiment) -> dict:
         "experiment": experiment,
         "runs": selectors.experiment_runs(experiment=experiment),
         "progress": selectors.experiment_progress(experiment=experiment),
-        "polling": selectors.experiment_is_active(experiment),
+        "polling": experiment.is_active,
     }
-
-
-EXPORTS = {"summaries": selectors.run_summary_export, "requests": selectors.request_export}
-EXPORT_CHUNK_ROWS = 2000
-
-
-class _Echo:
-    """The file-like object csv.writer needs to hand back each formatted line."""
-
-    def write(self, line: str) -> str:
-        return line
-
-
-def _csv_lines(export: selectors.Export):
-    writer = csv.writer(_Echo())
-    yield writer.writerow(export.columns)
-    for row in export.rows.iterator(chunk_size=EXPORT_CHUNK_ROWS):
-        yield writer.writerow([json.dumps(value) if isinstance(value, list) else value for value in row])
-
-
-def _json_lines(export: selectors.Export):
-    separator = "[\n"
-    for row in export.rows.iterator(chunk_size=EXPORT_CHUNK_ROWS):
-        yield separator + json.dumps(dict(zip(export.columns, row, strict=True)))
-        separator = ",\n"
-    yield "[]\n" if separator == "[\n" else "\n]\n"
-
-
-FORMATS = {"csv": ("text/csv; charset=utf-8", _csv_lines), "json": ("application/json", _json_lines)}
 
 
 @require_GET
@@ -120,7 +88,7 @@ def experiment_download(request, pk: int, table: str, fmt: str):
     """Run summaries or per-request rows as CSV or JSON, streamed: an experiment can hold
     hundreds of thousands of requests."""
     experiment = _get_experiment_for_user(request, pk)
-    content_type, lines = FORMATS[fmt]
-    response = StreamingHttpResponse(lines(EXPORTS[table](experiment=experiment)), content_type=content_type)
+    content_type, lines = exports.FORMATS[fmt]
+    response = StreamingHttpResponse(lines(exports.EXPORTS[table](experiment=experiment)), content_type=content_type)
     response["Content-Disposition"] = f'attachment; filename="experiment-{experiment.pk}-{table}.{fmt}"'
     return response

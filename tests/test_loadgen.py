@@ -5,36 +5,17 @@ import json
 import pytest
 from aiohttp import web
 
+from experiments import stats
 from workers.loadgen import (
     RequestResult,
     apply_event,
     finalise,
-    inter_chunk_latencies_ms,
     poisson_offsets,
     request_body,
     run_load,
     sse_data,
-    tpot_ms,
 )
 from workers.prom import SpecCounters
-
-# --- timing arithmetic, hand-computed ---------------------------------------------------
-
-
-def test_tpot_is_decode_time_over_tokens_after_the_first():
-    # 6 tokens: the first at 50 ms, the last at 300 ms -> 250 ms over 5 later tokens.
-    assert tpot_ms(50.0, 300.0, 6) == 50.0
-
-
-@pytest.mark.parametrize("tokens", [0, 1])
-def test_tpot_is_undefined_for_one_token(tokens):
-    assert tpot_ms(20.0, 20.0, tokens) is None
-
-
-def test_inter_chunk_latencies():
-    assert inter_chunk_latencies_ms([50.0, 80.0, 80.0, 125.5]) == [30.0, 0.0, 45.5]
-    assert inter_chunk_latencies_ms([12.0]) == []
-    assert inter_chunk_latencies_ms([]) == []
 
 
 def test_poisson_offsets_are_seeded_and_start_at_zero():
@@ -238,7 +219,7 @@ def test_streamed_requests_are_timed_from_their_chunks():
         assert result.ttft_ms >= CHUNK_DELAY_S * 1000
         assert result.e2e_ms >= 3 * CHUNK_DELAY_S * 1000
         assert result.e2e_ms == result.chunk_times_ms[-1]
-        assert len(inter_chunk_latencies_ms(result.chunk_times_ms)) == 2
+        assert len(stats.itl_ms(result.chunk_times_ms)) == 2
         assert result.tpot_ms == pytest.approx((result.e2e_ms - result.ttft_ms) / 5)
         assert (result.spec_acceptance_length, result.spec_accepted_per_step) == (2.0, [1, 2])
     assert fake.max_active == 2

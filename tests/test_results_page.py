@@ -13,7 +13,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from experiments import selectors
+from experiments import results, selectors
 from experiments.models import Experiment, ExperimentAnalysis, RequestRecord, Run, RunSummary, SpeedupEstimate
 from tests.factories import (
     ArmFactory,
@@ -42,8 +42,8 @@ def _summary(arm, level, repetition, status=Run.Status.SUCCEEDED, **fields) -> R
 
 
 def _cells(experiment):
-    arms = selectors.arm_styles(experiment=experiment)
-    return {(c.arm.label, c.level): c for c in selectors.summary_cells(experiment=experiment, arms=arms)}
+    arms = results.arm_styles(experiment=experiment)
+    return {(c.arm.label, c.level): c for c in results.summary_cells(experiment=experiment, arms=arms)}
 
 
 class _Tables(HTMLParser):
@@ -107,10 +107,10 @@ def test_summary_cells_average_the_repetitions_with_their_range():
 
     cell = cells[("n-gram k=4", 1)]
     assert cell.runs == 2
-    assert cell.spread["tpot_p50_ms"] == selectors.Spread(12.0, 10.0, 14.0)
-    assert cell.spread["output_throughput"] == selectors.Spread(110.0, 100.0, 120.0)
+    assert cell.spread["tpot_p50_ms"] == results.Spread(12.0, 10.0, 14.0)
+    assert cell.spread["output_throughput"] == results.Spread(110.0, 100.0, 120.0)
     assert (cell.drafts, cell.accepted, cell.acceptance_length) == (40, 40, 2.0)
-    assert cells[("baseline", 4)].spread["goodput"] == selectors.Spread(None, None, None)
+    assert cells[("baseline", 4)].spread["goodput"] == results.Spread(None, None, None)
     assert list(cells) == [("baseline", 4), ("n-gram k=4", 1)]  # arm position, then level
 
 
@@ -120,7 +120,7 @@ def test_acceptance_by_position_pools_the_counters_over_runs():
     _summary(arm, 4, 1, spec_num_drafts=6, spec_accepted_per_pos=[3, 1, 0])
     _summary(baseline, 1, 1, spec_num_drafts=None, spec_accepted_per_pos=[])
 
-    [pooled] = selectors.acceptance_by_position(experiment=experiment, arms=selectors.arm_styles(experiment=experiment))
+    [pooled] = results.acceptance_by_position(experiment=experiment, arms=results.arm_styles(experiment=experiment))
 
     assert (pooled.arm.label, pooled.drafts, pooled.accepted) == ("n-gram k=4", 16, [8, 4, 1])
     assert pooled.unconditional == [0.5, 0.25, 0.0625]
@@ -131,18 +131,18 @@ def test_no_results_before_a_run_succeeded():
     experiment, baseline, _ = _two_arms(status=Experiment.Status.RUNNING)
     RunFactory(arm=baseline, status=Run.Status.RUNNING)
 
-    assert selectors.results_for_experiment(experiment=experiment) is None
+    assert results.results_for_experiment(experiment=experiment) is None
 
 
 def test_arms_keep_their_colour_and_the_baseline_is_grey():
     experiment, _, _ = _two_arms()
     ArmFactory(experiment=experiment, position=2, label="draft k=3", method="draft_model", params={"model": "/m"})
 
-    colours = [(arm.label, arm.colour) for arm in selectors.arm_styles(experiment=experiment)]
+    colours = [(arm.label, arm.colour) for arm in results.arm_styles(experiment=experiment)]
 
     assert colours == [
-        ("baseline", selectors.BASELINE_COLOUR), ("n-gram k=4", selectors.ARM_COLOURS[0]),
-        ("draft k=3", selectors.ARM_COLOURS[1]),
+        ("baseline", results.BASELINE_COLOUR), ("n-gram k=4", results.ARM_COLOURS[0]),
+        ("draft k=3", results.ARM_COLOURS[1]),
     ]  # fmt: skip
 
 
@@ -207,7 +207,7 @@ def test_latency_and_throughput_tables_hold_the_stored_values(logged_in_client, 
         label, level, runs, *means = row
         cell = [s for s in summaries if s.run.arm.label == label and s.run.concurrency == int(level)]
         assert int(runs) == len(cell) == 2
-        expected = [statistics.fmean(getattr(s, column) for s in cell) for column in selectors.LATENCY_COLUMNS]
+        expected = [statistics.fmean(getattr(s, column) for s in cell) for column in results.LATENCY_COLUMNS]
         assert [float(m) for m in means] == pytest.approx(expected, rel=1e-12)
 
     throughput = tables["table-throughput"]

@@ -46,12 +46,17 @@ def test_tpot():
     assert stats.tpot_ms(100.0, 1100.0, 11) == pytest.approx(100.0)
     assert stats.tpot_ms(100.0, 200.0, 1) is None
     assert stats.tpot_ms(None, 200.0, 5) is None
+    # 6 tokens: the first at 50 ms, the last at 300 ms -> 250 ms over 5 later tokens.
+    assert stats.tpot_ms(50.0, 300.0, 6) == 50.0
+    assert stats.tpot_ms(20.0, 20.0, 0) is None
 
 
 def test_itl_is_the_gap_between_chunks():
     # 130 - 100 = 30, 190 - 130 = 60
     assert stats.itl_ms([100.0, 130.0, 190.0]) == pytest.approx([30.0, 60.0])
     assert stats.itl_ms([100.0]) == []
+    assert stats.itl_ms([]) == []
+    assert stats.itl_ms([50.0, 80.0, 80.0, 125.5]) == [30.0, 0.0, 45.5]
 
 
 def test_tokens_per_chunk():

@@ -9,13 +9,12 @@ Each request streams (`stream: true`) and asks for:
   `--per-request-spec-decode-metrics`, `metrics.speculative_decoding` (mean acceptance
   length; per-step accepted/drafted arrays at the `detailed` level).
 
-Timing follows the metric definitions in DESIGN.md: TTFT is send → first chunk carrying
+Timing follows the metric definitions in docs/metrics.md: TTFT is send → first chunk carrying
 tokens, E2E is send → last chunk carrying tokens, TPOT is (E2E − TTFT) / (tokens − 1).
 Plain module: no Django, no vLLM.
 """
 
 import asyncio
-import itertools
 import json
 import random
 import time
@@ -26,6 +25,7 @@ from datetime import UTC, datetime
 
 import aiohttp
 
+from experiments import stats
 from workers.prom import SpecCounters, diff, parse_spec_counters
 
 ProgressCallback = Callable[[int, int], None]
@@ -58,17 +58,6 @@ class LoadResult:
     # vLLM's speculative-decoding counters over the measured interval: zeros for a
     # baseline, None when /metrics could not be read.
     spec_counters: SpecCounters | None = None
-
-
-def tpot_ms(ttft_ms: float, e2e_ms: float, output_tokens: int) -> float | None:
-    if output_tokens <= 1:
-        return None
-    return (e2e_ms - ttft_ms) / (output_tokens - 1)
-
-
-def inter_chunk_latencies_ms(chunk_times_ms: list[float]) -> list[float]:
-    """Gaps between consecutive content chunks (not per token: a chunk may carry several)."""
-    return [later - earlier for earlier, later in itertools.pairwise(chunk_times_ms)]
 
 
 def poisson_offsets(count: int, rate: float | None, seed: int) -> list[float]:
@@ -149,7 +138,7 @@ def finalise(result: RequestResult) -> None:
         return
     result.ttft_ms = result.chunk_times_ms[0]
     result.e2e_ms = result.chunk_times_ms[-1]
-    result.tpot_ms = tpot_ms(result.ttft_ms, result.e2e_ms, result.output_tokens)
+    result.tpot_ms = stats.tpot_ms(result.ttft_ms, result.e2e_ms, result.output_tokens)
 
 
 async def _read_stream(response: aiohttp.ClientResponse, sent: float, result: RequestResult) -> None:

@@ -6,7 +6,6 @@ taken around a measured interval. A server without speculation has none of them,
 reads as zeros and an empty per-position list.
 """
 
-import urllib.request
 from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -64,8 +63,3 @@ def diff(before: SpecCounters, after: SpecCounters) -> SpecCounters:
 
 def _at(values: list[int], index: int) -> int:
     return values[index] if index < len(values) else 0
-
-
-def fetch_spec_counters(base_url: str, *, timeout_s: float = 10.0) -> SpecCounters:
-    with urllib.request.urlopen(f"{base_url}/metrics", timeout=timeout_s) as response:
-        return parse_spec_counters(response.read().decode("utf-8"))

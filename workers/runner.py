@@ -59,7 +59,7 @@ def server_pid_dir(worker_name: str) -> Path:
     return settings.DATA_DIR / "server-pids" / worker_name
 
 
-def server_args_for(experiment: Experiment, arm: Arm, port: int) -> list[str]:
+def arm_server_args(experiment: Experiment, arm: Arm, port: int) -> list[str]:
     return build_server_args(
         python=settings.SPECDASH_VLLM_PYTHON,
         model=experiment.target_model,
@@ -87,7 +87,7 @@ def _load(server: VllmServer, experiment: Experiment, prompts: list[str], concur
     )
 
 
-def measure_run(server: VllmServer, experiment: Experiment, run: Run, prompts: list[str]):
+def run_measure(server: VllmServer, experiment: Experiment, run: Run, prompts: list[str]):
     """Warm up, then drive the measured requests; the load generator reads the spec
     counters around the measured ones only."""
     if experiment.warmup_requests:
@@ -106,13 +106,13 @@ def _check_load(server: VllmServer, load) -> None:
         )
 
 
-def _execute_run(server, experiment, run, prompts, environment, worker_host) -> None:
+def _run_execute(server, experiment, run, prompts, environment, worker_host) -> None:
     if not services.run_claim(run_id=run.id, worker_host=worker_host):
         logger.info("%s is taken by another worker; skipping", run)
         return
     logger.info("starting %s", run)
     try:
-        load, counters = measure_run(server, experiment, run, prompts)
+        load, counters = run_measure(server, experiment, run, prompts)
         _check_load(server, load)
         # The rows, the summary and the status change land together or not at all.
         with transaction.atomic():
@@ -128,17 +128,17 @@ def _execute_run(server, experiment, run, prompts, environment, worker_host) -> 
         services.run_mark_failed(run_id=run.id, error=f"{type(exc).__name__}: {exc}")
 
 
-def _fail_arm(runs: list[Run], error: str, worker_host: str) -> None:
+def _arm_fail_runs(runs: list[Run], error: str, worker_host: str) -> None:
     for run in runs:
         if services.run_claim(run_id=run.id, worker_host=worker_host):
             services.run_mark_failed(run_id=run.id, error=error)
 
 
-def execute_arm(experiment: Experiment, arm: Arm, prompts: list[str], worker_host: str, worker_name: str) -> None:
+def arm_execute(experiment: Experiment, arm: Arm, prompts: list[str], worker_host: str, worker_name: str) -> None:
     runs = list(arm.runs.filter(status=Run.Status.QUEUED).order_by("repetition", "concurrency"))
     if not runs:
         return
-    args = server_args_for(experiment, arm, free_port())
+    args = arm_server_args(experiment, arm, free_port())
     log_path = server_log_path(experiment, arm)
     logger.info("starting vLLM for %s: %s", arm, " ".join(args))
     try:
@@ -151,20 +151,22 @@ def execute_arm(experiment: Experiment, arm: Arm, prompts: list[str], worker_hos
         with server:
             environment = capture_environment(vllm_python=settings.SPECDASH_VLLM_PYTHON, server_command=args)
             for run in runs:
-                _execute_run(server, experiment, run, prompts, environment, worker_host)
+                _run_execute(server, experiment, run, prompts, environment, worker_host)
     except ServerStartError as exc:
         logger.error("vLLM did not start for %s: %s", arm, exc)
-        _fail_arm(runs, f"The vLLM server did not start: {exc}\n\nLast lines of its log:\n{exc.log_tail}", worker_host)
+        _arm_fail_runs(
+            runs, f"The vLLM server did not start: {exc}\n\nLast lines of its log:\n{exc.log_tail}", worker_host
+        )
 
 
-def execute_experiment(experiment_id: int, *, worker_host: str, worker_name: str) -> None:
+def experiment_run_all(experiment_id: int, *, worker_host: str, worker_name: str) -> None:
     experiment = Experiment.objects.get(id=experiment_id)
-    if experiment.status not in (Experiment.Status.QUEUED, Experiment.Status.RUNNING):
+    if not experiment.is_active:
         logger.info("experiment %s is %s; nothing to do", experiment_id, experiment.status)
         return
     services.experiment_mark_running(experiment=experiment)
     prompts = experiment_prompts(experiment)
     for arm in experiment.arms.order_by("position"):
-        execute_arm(experiment, arm, prompts, worker_host, worker_name)
-    if not experiment.runs.filter(status__in=[Run.Status.QUEUED, Run.Status.RUNNING]).exists():
+        arm_execute(experiment, arm, prompts, worker_host, worker_name)
+    if not experiment.runs.open().exists():
         services.experiment_finish(experiment=experiment)

@@ -1,4 +1,9 @@
-"""Celery tasks: thin wrappers that take ids and call the code in workers/."""
+"""Celery tasks: thin wrappers that take ids, call the code in workers/ and own failure handling.
+
+The web side imports this module (experiments.services enqueues experiment_execute on
+commit), so it imports services and the runner inside the task bodies: the import graph
+stays one way, web → services → tasks, never back.
+"""
 
 import logging
 import socket
@@ -7,11 +12,6 @@ from datetime import timedelta
 from celery import shared_task
 from celery.signals import celeryd_init, worker_process_init
 from django.conf import settings
-
-from experiments import services
-from experiments.models import Experiment
-from workers.runner import execute_experiment, server_pid_dir
-from workers.vllm_server import stop_orphaned_servers
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +27,9 @@ def _remember_worker_name(sender=None, **kwargs) -> None:
 @worker_process_init.connect
 def _stop_orphaned_servers(**kwargs) -> None:
     """A pool process that replaces one killed mid-run stops the servers it left behind."""
+    from workers.runner import server_pid_dir
+    from workers.vllm_server import stop_orphaned_servers
+
     for pgid in stop_orphaned_servers(server_pid_dir(_worker["name"])):
         logger.warning("stopped an orphaned vLLM server (process group %s)", pgid)
 
@@ -39,14 +42,19 @@ def _stop_orphaned_servers(**kwargs) -> None:
 def experiment_execute(experiment_id: int) -> None:
     """Run every queued run of the experiment on this worker. Safe to deliver twice:
     each run is claimed with a conditional update before it starts."""
+    from workers.runner import experiment_run_all
+
     logger.info("received experiment %s", experiment_id)
-    execute_experiment(experiment_id, worker_host=socket.gethostname(), worker_name=_worker["name"])
+    experiment_run_all(experiment_id, worker_host=socket.gethostname(), worker_name=_worker["name"])
 
 
 @shared_task
 def runs_reap_stale() -> None:
-    """Re-queue runs whose worker stopped sending heartbeats, and dispatch their
-    experiments again."""
+    """Re-queue runs whose worker stopped sending heartbeats, dispatch their experiments
+    again on their own queues, and close experiments that have no work left."""
+    from experiments import services
+    from experiments.models import Experiment
+
     stale_after = timedelta(seconds=settings.SPECDASH_HEARTBEAT_STALE_S)
     experiment_ids = services.runs_requeue_stale(stale_after=stale_after)
     for experiment in Experiment.objects.filter(id__in=experiment_ids):

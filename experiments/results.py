@@ -1,0 +1,265 @@
+"""The results block of the experiment page: arm colours, per-cell spreads over repetitions,
+acceptance by position, stored speedups and analysis, and the data the charts draw.
+
+Reads the run summaries (aggregated in SQL), the stored speedups and the stored analysis:
+a fixed number of queries, never the per-request rows.
+"""
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from django.db import connection
+from django.db.models import Avg, Count, Max, Min, Sum
+
+from experiments import stats
+from experiments.models import Experiment, ExperimentAnalysis, Run, RunSummary, SpeedupEstimate
+
+BASELINE_COLOUR = "#6e7781"
+# Okabe–Ito (colour-blind safe) first, then two darker tones: MAX_ARMS speculative arms.
+ARM_COLOURS = ("#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#882255", "#1f2328")
+LATENCY_METRICS = ("ttft", "tpot", "e2e")
+PERCENTILES = ("p50", "p90", "p99")
+LATENCY_COLUMNS = tuple(f"{metric}_{p}_ms" for metric in LATENCY_METRICS for p in PERCENTILES)
+SPREAD_COLUMNS = (
+    *LATENCY_COLUMNS, "itl_p50_ms", "tokens_per_chunk_mean", "output_throughput", "request_throughput", "goodput",
+)  # fmt: skip
+SPEEDUP_METRICS = (SpeedupEstimate.Metric.TPOT, SpeedupEstimate.Metric.E2E, SpeedupEstimate.Metric.OUTPUT_THROUGHPUT)
+
+
+@dataclass(frozen=True)
+class ArmStyle:
+    """An arm as the results show it: the same colour in every chart and table."""
+
+    id: int
+    label: str
+    is_baseline: bool
+    colour: str
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Mean, minimum and maximum of one summary column over an arm's repetitions at one level."""
+
+    mean: float | None
+    min: float | None
+    max: float | None
+
+    def as_list(self) -> list:
+        return [self.mean, self.min, self.max]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One arm at one concurrency level, over its succeeded runs."""
+
+    arm: ArmStyle
+    level: int
+    runs: int
+    spread: dict[str, Spread]
+    drafts: int | None
+    accepted: int | None
+
+    @property
+    def acceptance_length(self) -> float | None:
+        return stats.acceptance_length(self.accepted, self.drafts)
+
+
+@dataclass(frozen=True)
+class PositionAcceptance:
+    """An arm's per-position counters summed over all its succeeded runs, read both ways."""
+
+    arm: ArmStyle
+    drafts: int
+    accepted: list[int]
+    unconditional: list[float | None]
+    conditional: list[float | None]
+
+    @property
+    def rows(self) -> list[tuple]:
+        return list(zip(range(len(self.accepted)), self.accepted, self.unconditional, self.conditional, strict=True))
+
+
+@dataclass(frozen=True)
+class Results:
+    arms: list[ArmStyle]
+    levels: list[int]
+    cells: list[Cell]
+    acceptance: list[PositionAcceptance]
+    speedups: list[SpeedupEstimate]
+    analysis: ExperimentAnalysis | None
+    slos: list[str]  # the SLOs set, e.g. "TPOT ≤ 50 ms"; goodput is shown only with some
+
+    @property
+    def has_slos(self) -> bool:
+        return bool(self.slos)
+
+    @property
+    def speculative_arms(self) -> list[ArmStyle]:
+        return [arm for arm in self.arms if not arm.is_baseline]
+
+    @property
+    def verdicts_by_arm(self) -> list[tuple[ArmStyle, list[dict]]]:
+        verdicts = self.analysis.verdicts if self.analysis else []
+        return [(arm, [v for v in verdicts if v["arm_id"] == arm.id]) for arm in self.speculative_arms]
+
+    @property
+    def speedup_rows(self) -> list[tuple]:
+        """(arm, level, estimate per SPEEDUP_METRICS …) for every speculative arm and level."""
+        by_cell = {(s.arm_id, s.concurrency, s.metric): s for s in self.speedups}
+        return [
+            (arm, level, *(by_cell.get((arm.id, level, metric)) for metric in SPEEDUP_METRICS))
+            for arm in self.speculative_arms
+            for level in self.levels
+            if any((arm.id, level, metric) in by_cell for metric in SPEEDUP_METRICS)
+        ]
+
+    @property
+    def along_output_rows(self) -> list[tuple[ArmStyle, int, float, int]]:
+        series = self.analysis.series.get("along_output", {}) if self.analysis else {}
+        return [(arm, *bucket) for arm in self.speculative_arms for bucket in series.get(str(arm.id), [])]
+
+    @property
+    def predicted_rows(self) -> list[tuple[ArmStyle, dict, dict]]:
+        series = self.analysis.series.get("predicted", {}) if self.analysis else {}
+        return [
+            (arm, series[str(arm.id)], point)
+            for arm in self.speculative_arms
+            if str(arm.id) in series
+            for point in series[str(arm.id)]["points"]
+        ]
+
+    def chart_data(self) -> dict:
+        """What static/js/experiment_results.js draws, read from the page with json_script."""
+        series = self.analysis.series if self.analysis else {}
+        verdicts = self.analysis.verdicts if self.analysis else []
+        return {
+            "arms": [{"id": a.id, "label": a.label, "baseline": a.is_baseline, "colour": a.colour} for a in self.arms],
+            "levels": self.levels,
+            "has_slos": self.has_slos,
+            "cells": [
+                {"arm": c.arm.id, "level": c.level} | {column: spread.as_list() for column, spread in c.spread.items()}
+                for c in self.cells
+            ],
+            "acceptance": [
+                {"arm": a.arm.id, "unconditional": a.unconditional, "conditional": a.conditional}
+                for a in self.acceptance
+            ],
+            "speedups": [
+                {
+                    "arm": s.arm_id,
+                    "level": s.concurrency,
+                    "metric": s.metric,
+                    "point": s.point,
+                    "lo": s.ci_low,
+                    "hi": s.ci_high,
+                }
+                for s in self.speedups
+            ],
+            "break_even": [{"arm": v["arm_id"], "metric": v["metric"], "level": v["break_even"]} for v in verdicts],
+            "tpot_cdf": series.get("tpot_cdf", {}),
+            "acceptance_length_cdf": series.get("acceptance_length_cdf", {}),
+            "along_output": series.get("along_output", {}),
+            "predicted": series.get("predicted", {}),
+        }
+
+
+def arm_styles(*, experiment: Experiment) -> list[ArmStyle]:
+    """The arms in position order, each with its colour: grey for the baseline."""
+    arms, speculative = [], 0
+    for arm in experiment.arms.order_by("position"):
+        if arm.is_baseline:
+            colour = BASELINE_COLOUR
+        else:
+            colour = ARM_COLOURS[speculative % len(ARM_COLOURS)]
+            speculative += 1
+        arms.append(ArmStyle(arm.id, arm.label, arm.is_baseline, colour))
+    return arms
+
+
+def summary_cells(*, experiment: Experiment, arms: list[ArmStyle]) -> list[Cell]:
+    """Mean, min and max of every SPREAD_COLUMNS column over the repetitions, per arm and level,
+    with the spec counters summed: one grouped query over RunSummary."""
+    aggregates = {}
+    for column in SPREAD_COLUMNS:
+        aggregates |= {f"{column}__mean": Avg(column), f"{column}__min": Min(column), f"{column}__max": Max(column)}
+    rows = (
+        RunSummary.objects.succeeded_of(experiment)
+        .values("run__arm_id", "run__concurrency")
+        .annotate(
+            runs=Count("id"), drafts=Sum("spec_num_drafts"), accepted=Sum("spec_num_accepted_tokens"), **aggregates
+        )
+        .order_by("run__arm__position", "run__concurrency")
+    )
+    by_id = {arm.id: arm for arm in arms}
+    return [
+        Cell(
+            arm=by_id[row["run__arm_id"]],
+            level=row["run__concurrency"],
+            runs=row["runs"],
+            spread={c: Spread(row[f"{c}__mean"], row[f"{c}__min"], row[f"{c}__max"]) for c in SPREAD_COLUMNS},
+            drafts=row["drafts"],
+            accepted=row["accepted"],
+        )
+        for row in rows
+    ]
+
+
+# Element-wise sum of the per-position counters; the drafts summed in each (arm, position)
+# group are those of the runs that report that position.
+_POSITION_SQL = f"""
+SELECT run.arm_id, pos.i - 1, SUM(pos.n), SUM(summary.spec_num_drafts)
+FROM {RunSummary._meta.db_table} summary
+JOIN {Run._meta.db_table} run ON run.id = summary.run_id
+CROSS JOIN LATERAL unnest(summary.spec_accepted_per_pos) WITH ORDINALITY AS pos(n, i)
+WHERE run.experiment_id = %s AND run.status = %s
+GROUP BY run.arm_id, pos.i
+ORDER BY run.arm_id, pos.i
+"""
+
+
+def acceptance_by_position(*, experiment: Experiment, arms: list[ArmStyle]) -> list[PositionAcceptance]:
+    """Per speculative arm, accepted tokens at each draft position pooled over its succeeded
+    runs (all levels and repetitions), as vLLM's unconditional rate and as the conditional one."""
+    pooled = defaultdict(lambda: {"drafts": 0, "accepted": []})
+    with connection.cursor() as cursor:
+        cursor.execute(_POSITION_SQL, [experiment.id, Run.Status.SUCCEEDED])
+        for arm_id, position, accepted, drafts in cursor.fetchall():
+            if position == 0:
+                pooled[arm_id]["drafts"] = int(drafts or 0)
+            pooled[arm_id]["accepted"].append(int(accepted))
+    return [
+        PositionAcceptance(
+            arm=arm,
+            drafts=pooled[arm.id]["drafts"],
+            accepted=pooled[arm.id]["accepted"],
+            unconditional=stats.per_position_unconditional(pooled[arm.id]["accepted"], pooled[arm.id]["drafts"]),
+            conditional=stats.per_position_conditional(pooled[arm.id]["accepted"], pooled[arm.id]["drafts"]),
+        )
+        for arm in arms
+        if arm.id in pooled and pooled[arm.id]["drafts"]
+    ]
+
+
+def results_for_experiment(*, experiment: Experiment) -> Results | None:
+    """What the results block shows, or None before any run succeeded.
+
+    Reads the run summaries (aggregated in SQL), the stored speedups and the stored
+    analysis: a fixed number of queries, and never the per-request rows.
+    """
+    arms = arm_styles(experiment=experiment)
+    cells = summary_cells(experiment=experiment, arms=arms)
+    if not cells:
+        return None
+    analysis = ExperimentAnalysis.objects.filter(experiment=experiment).first()
+    speedups = SpeedupEstimate.objects.filter(experiment=experiment, metric__in=SPEEDUP_METRICS).order_by(
+        "arm__position", "concurrency"
+    )
+    return Results(
+        arms=arms,
+        levels=sorted(experiment.concurrency_levels),
+        cells=cells,
+        acceptance=acceptance_by_position(experiment=experiment, arms=arms),
+        speedups=list(speedups) if analysis else [],
+        analysis=analysis,
+        slos=experiment.slo_labels,
+    )
