@@ -3,9 +3,13 @@
 
 The cells are built as plain strings (numbers need no escaping; labels are escaped): the
 page renders a few thousand of them and template nodes per cell would cost most of its time.
+
+`result_head` and `result_table` wrap a section's heading and its table in the markup every
+section shares, kept in partials/results/head.html and table.html.
 """
 
 from django import template
+from django.template.base import token_kwargs
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
@@ -98,3 +102,35 @@ def interval_ths(*labels):
             for label in labels
         )
     )
+
+
+class _PartialNode(template.Node):
+    """Renders a partial with the tag's keyword arguments, and what the tag encloses as `body`."""
+
+    def __init__(self, template_name, kwargs, nodelist):
+        self.template_name, self.kwargs, self.nodelist = template_name, kwargs, nodelist
+
+    def render(self, context):
+        values = {name: value.resolve(context) for name, value in self.kwargs.items()}
+        partial = context.template.engine.get_template(self.template_name)
+        with context.push(body=self.nodelist.render(context), **values):
+            return partial.render(context)
+
+
+def _enclosing_tag(name, template_name):
+    def compile_tag(parser, token):
+        bits = token.split_contents()[1:]
+        kwargs = token_kwargs(bits, parser)
+        if bits:
+            raise template.TemplateSyntaxError(f"{name} takes keyword arguments only, not {bits[0]!r}")
+        nodelist = parser.parse((f"end{name}",))
+        parser.delete_first_token()
+        return _PartialNode(template_name, kwargs, nodelist)
+
+    register.tag(name, compile_tag)
+
+
+# {% result_head title="…" %}toggle buttons, if any{% endresult_head %}
+_enclosing_tag("result_head", "experiments/partials/results/head.html")
+# {% result_table table_id="table-…" caption="…" short=True %}<thead>…</thead><tbody>…</tbody>{% endresult_table %}
+_enclosing_tag("result_table", "experiments/partials/results/table.html")

@@ -1,12 +1,12 @@
 /* The experiment page's results: draws every chart from the "results-data" JSON
-   (experiments.selectors.Results.chart_data) and makes the result tables sortable by
-   clicking a heading and copyable as tab-separated values. */
+   (experiments.results.Results.chart_data), redraws them when a toggle changes, and
+   fills the per-request table for the chosen level. Sorting and copying the tables is
+   tables.js's. */
 (function () {
   "use strict";
 
   const source = document.getElementById("results-data");
   if (!source || typeof Chart === "undefined") return;
-  document.documentElement.classList.add("js"); // shows the "Copy" buttons
   const data = JSON.parse(source.textContent);
   const arms = data.arms;
   const armById = new Map(arms.map((arm) => [arm.id, arm]));
@@ -319,7 +319,7 @@
     }
     table.querySelectorAll("thead, tbody").forEach((part) => part.remove());
     table.append(head, body);
-    makeSortable(table);
+    tables.makeSortable(table);
   }
 
   cdfTable(firstLevel);
@@ -365,82 +365,5 @@
         legend: { labels: { usePointStyle: true, boxHeight: 8 } },
       },
     }),
-  });
-
-  // ------------------------------------------------------------ tables: sort and copy
-
-  function sortKey(row, index) {
-    const target = row.cells[index];
-    return target.dataset.value ?? target.textContent.trim();
-  }
-
-  function compareKeys(a, b) {
-    if (a === "" || b === "") return (a === "") - (b === "");
-    const x = Number(a);
-    const y = Number(b);
-    return Number.isNaN(x) || Number.isNaN(y) ? a.localeCompare(b) : x - y;
-  }
-
-  function sortBy(header) {
-    const table = header.closest("table");
-    const index = Array.from(header.parentNode.children).indexOf(header);
-    const ascending = header.getAttribute("aria-sort") !== "ascending";
-    table.querySelectorAll("th[aria-sort]").forEach((h) => h.removeAttribute("aria-sort"));
-    header.setAttribute("aria-sort", ascending ? "ascending" : "descending");
-    const body = table.tBodies[0];
-    const rows = Array.from(body.rows);
-    rows.sort((r1, r2) => {
-      const a = sortKey(r1, index);
-      const b = sortKey(r2, index);
-      if (a === "" || b === "") return compareKeys(a, b); // missing values last either way
-      return ascending ? compareKeys(a, b) : compareKeys(b, a);
-    });
-    body.append(...rows);
-  }
-
-  function makeSortable(table) {
-    table.querySelectorAll("thead th").forEach((header) => {
-      header.tabIndex = 0;
-      header.title = "Sort by this column";
-    });
-  }
-
-  function tableTsv(table) {
-    const text = (c) => c.dataset.tsv ?? c.dataset.value ?? c.textContent.trim();
-    return Array.from(table.rows, (row) => Array.from(row.cells, text).join("\t")).join("\n") + "\n";
-  }
-
-  async function copyText(text) {
-    try {
-      await navigator.clipboard.writeText(text);
-    } catch {
-      // No clipboard API outside a secure context: the old way.
-      const area = document.createElement("textarea");
-      area.value = text;
-      document.body.append(area);
-      area.select();
-      document.execCommand("copy");
-      area.remove();
-    }
-  }
-
-  document.querySelectorAll("table.data").forEach(makeSortable);
-  document.addEventListener("click", (event) => {
-    const header = event.target.closest("table.data thead th");
-    if (header) sortBy(header);
-  });
-  document.addEventListener("keydown", (event) => {
-    const header = event.target.closest("table.data thead th");
-    if (header && (event.key === "Enter" || event.key === " ")) {
-      event.preventDefault();
-      sortBy(header);
-    }
-  });
-  document.querySelectorAll("button.copy").forEach((button) => {
-    button.addEventListener("click", async () => {
-      await copyText(tableTsv(document.getElementById(button.dataset.copy)));
-      button.textContent = "Copied";
-      setTimeout(() => (button.textContent = "Copy"), 1500);
-    });
   });
 })();
