@@ -56,7 +56,20 @@ class Experiment(models.Model):
     seed = models.IntegerField(default=0)
 
     concurrency_levels = ArrayField(models.PositiveIntegerField())
-    repetitions = models.PositiveSmallIntegerField(default=1)
+    repetitions = models.PositiveSmallIntegerField(
+        default=3, help_text="Blocks: in each, every arm runs once, on its own server, in a random order."
+    )
+    server_per_block = models.BooleanField(
+        default=True,
+        help_text="Start a fresh vLLM server for every arm in every block. Off: one server per arm for all "
+        "blocks, which saves start-up time but leaves the variance between server starts out of the intervals.",
+    )
+    aa_replicate = models.BooleanField(
+        default=False, help_text="Run the baseline twice; the second copy's 'speedup' measures the noise floor."
+    )
+    equivalence_margin = models.FloatField(
+        default=0.02, help_text="Smallest speedup worth acting on, as a fraction (0.02 = 2 %)."
+    )
     warmup_requests = models.PositiveSmallIntegerField(default=2)
     request_rate = models.FloatField(
         null=True,
@@ -79,6 +92,9 @@ class Experiment(models.Model):
         constraints = [
             models.CheckConstraint(condition=Q(repetitions__gte=1), name="experiment_repetitions_positive"),
             models.CheckConstraint(condition=Q(num_prompts__gte=1), name="experiment_num_prompts_positive"),
+            models.CheckConstraint(
+                condition=Q(equivalence_margin__gt=0, equivalence_margin__lt=1), name="experiment_margin_fraction"
+            ),
         ]
 
     def __str__(self):
@@ -131,6 +147,9 @@ class Arm(models.Model):
     num_speculative_tokens = models.PositiveSmallIntegerField(null=True, blank=True)
     # Method-specific settings: prompt_lookup_min/max (n-gram), model (draft, EAGLE heads).
     params = models.JSONField(default=dict, blank=True)
+    # A second, identical baseline (A/A): compared with the baseline like any arm, its
+    # "speedup" is the noise floor of the experiment.
+    is_replicate = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["experiment", "position"]
@@ -138,7 +157,15 @@ class Arm(models.Model):
             models.UniqueConstraint(fields=["experiment", "position"], name="arm_position_unique"),
             models.UniqueConstraint(fields=["experiment", "label"], name="arm_label_unique"),
             models.UniqueConstraint(
-                fields=["experiment"], condition=Q(method="baseline"), name="arm_one_baseline_per_experiment"
+                fields=["experiment"],
+                condition=Q(method="baseline", is_replicate=False),
+                name="arm_one_baseline_per_experiment",
+            ),
+            models.UniqueConstraint(
+                fields=["experiment"], condition=Q(is_replicate=True), name="arm_one_replicate_per_experiment"
+            ),
+            models.CheckConstraint(
+                condition=Q(is_replicate=False) | Q(method="baseline"), name="arm_replicate_is_a_baseline"
             ),
             models.CheckConstraint(
                 condition=Q(method="baseline", num_speculative_tokens__isnull=True)
@@ -152,11 +179,16 @@ class Arm(models.Model):
 
     @property
     def is_baseline(self) -> bool:
-        return self.method == self.Method.BASELINE
+        """The reference every other arm (the replicate included) is compared with."""
+        return self.method == self.Method.BASELINE and not self.is_replicate
+
+    @property
+    def is_speculative(self) -> bool:
+        return self.method != self.Method.BASELINE
 
     def speculative_config(self) -> dict | None:
-        """The JSON vLLM takes as --speculative-config, or None for the baseline."""
-        if self.is_baseline:
+        """The JSON vLLM takes as --speculative-config, or None for plain decoding."""
+        if not self.is_speculative:
             return None
         config = {"method": self.method, "num_speculative_tokens": self.num_speculative_tokens}
         config.update(self.params)
@@ -173,7 +205,11 @@ class RunQuerySet(models.QuerySet):
 
 
 class Run(models.Model):
-    """One arm at one concurrency level, one repetition."""
+    """One arm at one concurrency level in one repetition (block).
+
+    In each block every arm runs once, on a server of its own, the arms in a random order
+    (block_position, 1-based) and the levels in an order shared by the arms of the block
+    (level_position, 1-based): see services.experiment_schedule."""
 
     class Status(models.TextChoices):
         QUEUED = "queued", "Queued"
@@ -187,7 +223,9 @@ class Run(models.Model):
     experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="runs")
     arm = models.ForeignKey(Arm, on_delete=models.CASCADE, related_name="runs")
     concurrency = models.PositiveIntegerField()
-    repetition = models.PositiveSmallIntegerField()
+    repetition = models.PositiveSmallIntegerField(help_text="The block, 1-based.")
+    block_position = models.PositiveSmallIntegerField(default=1, help_text="The arm's place in its block's order.")
+    level_position = models.PositiveSmallIntegerField(default=1, help_text="The level's place on the arm's server.")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -232,6 +270,9 @@ class RunSummary(models.Model):
     request_throughput = models.FloatField()
     output_throughput = models.FloatField()
     goodput = models.FloatField(null=True, blank=True)
+    achieved_concurrency = models.FloatField(
+        null=True, help_text="Sum of the requests' E2E latencies / measured duration."
+    )
 
     ttft_mean_ms = models.FloatField(null=True)
     ttft_p50_ms = models.FloatField(null=True)
@@ -295,6 +336,12 @@ class RequestRecord(models.Model):
     spec_acceptance_length = models.FloatField(null=True)
     spec_accepted_per_step = ArrayField(models.PositiveSmallIntegerField(), null=True)
     spec_proposed_per_step = ArrayField(models.PositiveSmallIntegerField(), null=True)
+    # The output's token ids as unsigned 32-bit little-endian integers (workers.ingest.pack_token_ids):
+    # enough to tell whether an arm's output equals the baseline's, and where it first differs.
+    output_token_ids = models.BinaryField(null=True)
+    queue_ms = models.FloatField(
+        null=True, help_text="Time the request waited in the client for a free slot after its Poisson arrival."
+    )
 
     class Meta:
         indexes = [models.Index(fields=["run", "prompt_index"], name="request_run_prompt_idx")]
@@ -322,6 +369,9 @@ class EnvironmentSnapshot(models.Model):
     torch_version = models.CharField(max_length=64, blank=True)
     python_version = models.CharField(max_length=64, blank=True)
     server_command = ArrayField(models.TextField(), default=list)
+    # Which cores the engine's threads and the load generator were bound to, and the
+    # environment variables that set it (workers/affinity.py); empty on GPU hosts.
+    cpu_binding = models.JSONField(default=dict, blank=True)
 
     def __str__(self):
         return f"environment of {self.run}"
@@ -346,8 +396,12 @@ class SpeedupEstimate(models.Model):
     ci_low = models.FloatField(null=True)
     ci_high = models.FloatField(null=True)
     n_pairs = models.PositiveIntegerField(default=0)
-    n_repetitions = models.PositiveIntegerField(default=0)
+    n_repetitions = models.PositiveIntegerField(default=0, help_text="Blocks with a ratio.")
     note = models.CharField(max_length=200, blank=True)
+    outcome = models.CharField(max_length=32, blank=True, help_text="The verdict word (experiments/verdicts.py).")
+    block_ratios = ArrayField(models.FloatField(), default=list, help_text="The speedup measured in each block.")
+    failed_baseline = models.PositiveIntegerField(default=0)
+    failed_arm = models.PositiveIntegerField(default=0)
 
     class Meta:
         ordering = ["arm__position", "metric", "concurrency"]
@@ -368,6 +422,7 @@ class ExperimentAnalysis(models.Model):
     verdicts = models.JSONField(default=list)
     series = models.JSONField(default=dict)
     warnings = models.JSONField(default=list)
+    fidelity = models.JSONField(default=list)
 
     def __str__(self):
         return f"analysis of {self.experiment}"

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from experiments.analysis import experiment_analyse
 from experiments.models import Arm, Experiment, IllegalTransition, Run
+from experiments.schedule import schedule
 from workers.tasks import experiment_execute
 
 logger = logging.getLogger(__name__)
@@ -37,6 +38,10 @@ class ArmSpec:
     num_speculative_tokens: int | None = None
     params: dict = field(default_factory=dict)
     label: str = ""
+    is_replicate: bool = False
+
+
+REPLICATE_LABEL = "baseline replicate (A/A)"
 
 
 def _check_transition(table: dict, current: str, new: str, what: str) -> None:
@@ -45,6 +50,8 @@ def _check_transition(table: dict, current: str, new: str, what: str) -> None:
 
 
 def arm_default_label(spec: ArmSpec) -> str:
+    if spec.is_replicate:
+        return REPLICATE_LABEL
     if spec.method == Arm.Method.BASELINE:
         return "baseline"
     return f"{Arm.Method(spec.method).label} k={spec.num_speculative_tokens}"
@@ -52,27 +59,48 @@ def arm_default_label(spec: ArmSpec) -> str:
 
 @transaction.atomic
 def experiment_create(*, owner, arms: list[ArmSpec], **fields) -> Experiment:
-    """Create the experiment, its baseline and speculative arms and every run, queued.
+    """Create the experiment, its baseline (and A/A replicate) and speculative arms, and
+    every run, queued, with its place in the randomised block schedule.
 
-    The baseline arm is added here; `arms` lists the speculative arms only. The
-    experiment is dispatched to its worker queue once the transaction commits.
+    The baseline arm, and the replicate when `aa_replicate` is set, are added here; `arms`
+    lists the speculative arms only. The experiment is dispatched to its worker queue once
+    the transaction commits.
     """
     experiment = Experiment.objects.create(owner=owner, **fields)
-    all_specs = [ArmSpec(method=Arm.Method.BASELINE), *list(arms)]
-    for position, spec in enumerate(all_specs):
-        arm = Arm.objects.create(
+    specs = [ArmSpec(method=Arm.Method.BASELINE)]
+    if experiment.aa_replicate:
+        specs.append(ArmSpec(method=Arm.Method.BASELINE, is_replicate=True))
+    specs += list(arms)
+    created = [
+        Arm.objects.create(
             experiment=experiment,
             position=position,
             label=spec.label or arm_default_label(spec),
             method=spec.method,
             num_speculative_tokens=spec.num_speculative_tokens,
             params=spec.params,
+            is_replicate=spec.is_replicate,
         )
-        Run.objects.bulk_create(
-            Run(experiment=experiment, arm=arm, concurrency=level, repetition=rep)
-            for rep in range(1, experiment.repetitions + 1)
-            for level in experiment.concurrency_levels
+        for position, spec in enumerate(specs)
+    ]
+    slots = schedule(
+        n_arms=len(created),
+        levels=experiment.concurrency_levels,
+        blocks=experiment.repetitions,
+        seed=experiment.seed,
+        server_per_block=experiment.server_per_block,
+    )
+    Run.objects.bulk_create(
+        Run(
+            experiment=experiment,
+            arm=created[slot.arm_index],
+            concurrency=slot.level,
+            repetition=slot.block,
+            block_position=slot.block_position,
+            level_position=slot.level_position,
         )
+        for slot in slots
+    )
     queue = experiment.worker_queue
     transaction.on_commit(lambda: experiment_execute.apply_async(args=[experiment.id], queue=queue))
     return experiment

@@ -115,3 +115,27 @@ def test_a_failing_analysis_still_closes_the_finished_experiment(monkeypatch):
     assert services.experiment_finish(experiment=experiment) == Experiment.Status.FINISHED
     experiment.refresh_from_db()
     assert experiment.status == Experiment.Status.FINISHED
+
+
+def test_create_adds_the_replicate_and_stores_the_block_schedule(user, celery_dispatch):
+    from experiments.schedule import block_orders
+
+    experiment = services.experiment_create(
+        owner=user,
+        arms=[ArmSpec(method=Arm.Method.NGRAM, num_speculative_tokens=2)],
+        **_fields(repetitions=3, aa_replicate=True, concurrency_levels=[1, 4], seed=5),
+    )
+
+    arms = list(experiment.arms.order_by("position"))
+    assert [(a.label, a.method, a.is_replicate) for a in arms] == [
+        ("baseline", "baseline", False),
+        ("baseline replicate (A/A)", "baseline", True),
+        ("n-gram lookup k=2", "ngram", False),
+    ]
+    assert [a.is_baseline for a in arms] == [True, False, False]
+    for block, (arm_order, level_order) in enumerate(block_orders(n_arms=3, levels=[1, 4], blocks=3, seed=5), 1):
+        runs = experiment.runs.filter(repetition=block)
+        for run in runs:
+            assert run.block_position == arm_order.index(run.arm.position) + 1
+            assert run.level_position == level_order.index(run.concurrency) + 1
+    assert experiment.runs.count() == 3 * 2 * 3

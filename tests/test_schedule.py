@@ -1,0 +1,45 @@
+"""The randomised block schedule: every arm once per block, on its own server, in a seeded order."""
+
+from collections import Counter
+
+from experiments.schedule import block_orders, schedule
+
+
+def test_every_arm_runs_every_level_once_per_block():
+    slots = schedule(n_arms=3, levels=[1, 4, 16], blocks=3, seed=7)
+    assert len(slots) == 3 * 3 * 3
+    assert Counter((s.arm_index, s.block, s.level) for s in slots) == {
+        (arm, block, level): 1 for arm in range(3) for block in (1, 2, 3) for level in (1, 4, 16)
+    }
+
+
+def test_blocks_run_one_after_another_and_an_arms_levels_stay_together():
+    slots = schedule(n_arms=3, levels=[1, 4], blocks=2, seed=7)
+    assert [s.block for s in slots] == sorted(s.block for s in slots)
+    sessions = [(s.block, s.arm_index) for s in slots]
+    # Each (block, arm) pair is one contiguous server session.
+    changes = [i for i in range(1, len(sessions)) if sessions[i] != sessions[i - 1]]
+    assert len(changes) == 2 * 3 - 1
+
+
+def test_positions_are_the_run_order_within_the_block():
+    slots = schedule(n_arms=3, levels=[1, 4], blocks=1, seed=7)
+    arms, levels = block_orders(n_arms=3, levels=[1, 4], blocks=1, seed=7)[0]
+    assert [s.arm_index for s in slots[::2]] == arms
+    assert [s.block_position for s in slots[::2]] == [1, 2, 3]
+    assert [s.level for s in slots[:2]] == levels
+    assert [s.level_position for s in slots[:2]] == [1, 2]
+
+
+def test_the_order_is_seeded_and_differs_between_blocks():
+    first = block_orders(n_arms=4, levels=[1, 4, 16], blocks=3, seed=0)
+    assert first == block_orders(n_arms=4, levels=[1, 4, 16], blocks=3, seed=0)
+    assert first != block_orders(n_arms=4, levels=[1, 4, 16], blocks=3, seed=1)
+    assert len({tuple(arms) for arms, _ in first}) > 1
+
+
+def test_one_server_per_arm_runs_each_arm_through_all_blocks():
+    slots = schedule(n_arms=2, levels=[1, 4], blocks=3, seed=3, server_per_block=False)
+    arms = [s.arm_index for s in slots]
+    assert arms == sorted(arms, key=arms.index)  # each arm's runs are contiguous
+    assert [s.block for s in slots[:6]] == [1, 1, 2, 2, 3, 3]
