@@ -91,28 +91,64 @@ def prompt_set_hash(name: str) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-def synthetic_prompts(*, count: int, input_len: int, seed: int) -> list[str]:
-    """`count` prompts of `input_len` words drawn at random from a fixed vocabulary.
+def synthetic_capacity(input_len: int) -> int:
+    """How many distinct synthetic prompts of `input_len` words exist."""
+    return len(SYNTHETIC_VOCABULARY) ** input_len
 
-    Deterministic for a seed, and the first n prompts do not depend on `count`. These are
-    random-token prompts: acceptance and speedup measured on them are not those of real
-    traffic (see SYNTHETIC_VOCABULARY).
+
+def synthetic_prompts(*, count: int, input_len: int, seed: int) -> list[str]:
+    """`count` distinct prompts of `input_len` words drawn at random from a fixed vocabulary.
+
+    Deterministic for a seed, and the first n prompts do not depend on `count`. A draw
+    that repeats an earlier prompt is skipped: a prompt sent twice in a run would count
+    twice in an interval. These are random-token prompts: acceptance and speedup
+    measured on them are not those of real traffic (see SYNTHETIC_VOCABULARY).
     """
     if count < 0 or input_len < 1:
         raise ValueError(f"Synthetic prompts need count >= 0 and input_len >= 1, got {count} and {input_len}.")
+    if count > synthetic_capacity(input_len):
+        raise ValueError(
+            f"Only {synthetic_capacity(input_len)} distinct synthetic prompts of {input_len} word(s) exist."
+        )
     rng = random.Random(seed)
-    return [" ".join(rng.choices(SYNTHETIC_VOCABULARY, k=input_len)) for _ in range(count)]
+    prompts: dict[str, None] = {}
+    while len(prompts) < count:
+        prompts.setdefault(" ".join(rng.choices(SYNTHETIC_VOCABULARY, k=input_len)))
+    return list(prompts)
+
+
+def prompt_set_shortfall(name: str, *, warmup: int, measured: int) -> str | None:
+    """Why the built-in set `name` cannot give `warmup` + `measured` distinct prompts, or None.
+
+    Each prompt is sent at most once per run, and warm-up prompts are never measured, so
+    a run needs that many distinct prompts.
+    """
+    size = len(get_prompt_set(name).prompts)
+    if warmup + measured <= size:
+        return None
+    return (
+        f"The prompt set “{name}” has {size} prompts, but {warmup} warm-up and {measured} measured requests need "
+        f"{warmup + measured} distinct ones (no prompt is sent twice in a run). Lower the prompts per level or the "
+        "warm-up requests."
+    )
 
 
 def experiment_prompts(experiment) -> list[str]:
-    """The `experiment.num_prompts` prompts of a models.Experiment, in the order they are sent.
+    """The prompts of every run of a models.Experiment, in the order they are sent: the
+    `warmup_requests` warm-up prompts, then the `num_prompts` measured ones.
 
-    A built-in set shorter than num_prompts is cycled through in order.
+    Every prompt appears once, warm-up prompts are never measured, and every run sends the
+    same list, so a prompt's index in it identifies the prompt in every run and arm (and,
+    for a built-in set, is its index in the set).
     """
-    count = experiment.num_prompts
+    count = experiment.warmup_requests + experiment.num_prompts
     if experiment.workload_kind == BUILTIN:
-        prompts = get_prompt_set(experiment.prompt_set).prompts
-        return [prompts[i % len(prompts)] for i in range(count)]
+        shortfall = prompt_set_shortfall(
+            experiment.prompt_set, warmup=experiment.warmup_requests, measured=experiment.num_prompts
+        )
+        if shortfall:
+            raise ValueError(shortfall)
+        return list(get_prompt_set(experiment.prompt_set).prompts[:count])
     if experiment.workload_kind == SYNTHETIC:
         if not experiment.synthetic_input_len:
             raise ValueError("A synthetic workload needs synthetic_input_len.")

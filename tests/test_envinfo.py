@@ -8,7 +8,7 @@ from workers.envinfo import capture_environment, interpreter_versions, parse_cud
 # experiments.models.EnvironmentSnapshot, without `run` and `captured_at`.
 SNAPSHOT_FIELDS = {
     "host_name", "cpu_model", "cpu_count", "gpu_name", "gpu_count", "gpu_memory_mb", "gpu_driver",
-    "cuda_version", "vllm_version", "torch_version", "python_version", "server_command",
+    "cuda_version", "vllm_version", "torch_version", "python_version", "server_command", "cpu_binding",
 }  # fmt: skip
 
 NVIDIA_SMI_BANNER = """\
@@ -47,6 +47,7 @@ def test_capture_without_gpu(monkeypatch):
     assert set(env) == SNAPSHOT_FIELDS
     assert (env["gpu_count"], env["gpu_name"], env["gpu_memory_mb"]) == (0, "", None)
     assert env["server_command"] == ["python", "-m", "x"]
+    assert env["cpu_binding"] == {}
     assert env["cpu_count"] >= 1
     assert env["host_name"]
 
@@ -80,3 +81,10 @@ def test_no_visible_gpu_skips_nvidia_smi(fake_nvidia_smi, monkeypatch):
     env = capture_environment(vllm_python=sys.executable, server_command=[])
     assert env["gpu_count"] == 0
     assert not fake_nvidia_smi.exists()
+
+
+def test_capture_records_the_cpu_binding(monkeypatch):
+    monkeypatch.setattr("shutil.which", lambda name: None)
+    binding = {"engine_cores": "1", "client_cores": [0], "env": {"VLLM_CPU_OMP_THREADS_BIND": "1"}}
+    env = capture_environment(vllm_python=sys.executable, server_command=[], cpu_binding=binding)
+    assert env["cpu_binding"] == binding

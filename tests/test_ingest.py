@@ -4,7 +4,7 @@ import pytest
 
 from experiments.models import EnvironmentSnapshot, RequestRecord, RunSummary
 from tests.factories import RunFactory
-from workers.ingest import ingest_run, summary_fields
+from workers.ingest import ingest_run, meets_slos, pack_token_ids, summary_fields, unpack_token_ids
 from workers.loadgen import LoadResult, RequestResult
 from workers.prom import SpecCounters
 
@@ -28,6 +28,8 @@ def _request(index, ttft, e2e, tokens, chunks, error=""):
         error=error,
         spec_accepted_per_step=[2, 1] if not error else None,
         spec_proposed_per_step=[3, 3] if not error else None,
+        output_token_ids=list(range(100 + index, 100 + index + tokens)),
+        queue_ms=5.0 * index,
     )
 
 
@@ -65,7 +67,10 @@ def test_summary_figures_match_a_hand_computed_case():
     # ITL gaps: 50, 150 (request 0) and 200 (request 1): median 150, mean 133.33
     assert fields["itl_p50_ms"] == 150.0
     assert fields["itl_mean_ms"] == pytest.approx(400 / 3)
-    assert fields["tokens_per_chunk_mean"] == pytest.approx(8 / 5)
+    # Decode chunks only, each request's first (prefill) chunk left out: 2, 2 and 2 tokens.
+    assert fields["tokens_per_chunk_mean"] == pytest.approx(6 / 3)
+    # E2E of the completed requests, 0.3 s + 0.4 s, over the 2 s measured.
+    assert fields["achieved_concurrency"] == pytest.approx(0.35)
     assert fields["spec_accepted_per_pos"] == [6, 4, 2]
 
 
@@ -87,3 +92,32 @@ def test_ingest_writes_rows_with_copy_and_a_second_write_replaces_them():
     assert summary.acceptance_length == pytest.approx(1 + 12 / 10)
     assert summary.acceptance_rate == pytest.approx(12 / 30)
     assert EnvironmentSnapshot.objects.get(run=run).server_command == ["python", "-m", "vllm"]
+
+
+def test_token_ids_pack_as_uint32_little_endian():
+    assert pack_token_ids([1, 256, 2**32 - 1]) == b"\x01\x00\x00\x00\x00\x01\x00\x00\xff\xff\xff\xff"
+    assert pack_token_ids([]) == b""
+    ids = [0, 7, 50_000, 151_935]
+    assert unpack_token_ids(pack_token_ids(ids)) == ids
+    assert unpack_token_ids(memoryview(pack_token_ids(ids))) == ids
+
+
+def test_ingest_stores_output_token_ids_and_queue_time():
+    run = RunFactory()
+    ingest_run(run_id=run.id, load=_load(), counters=COUNTERS, environment=ENVIRONMENT, experiment=run.experiment)
+
+    rows = list(RequestRecord.objects.filter(run=run).order_by("prompt_index"))
+    assert unpack_token_ids(rows[0].output_token_ids) == [100, 101, 102, 103, 104]
+    assert unpack_token_ids(rows[1].output_token_ids) == [101, 102, 103]
+    assert unpack_token_ids(rows[2].output_token_ids) == []
+    assert [row.queue_ms for row in rows] == [0.0, 5.0, None]
+
+
+def test_a_one_token_output_meets_a_tpot_slo():
+    run = RunFactory()
+    run.experiment.slo_tpot_ms = 10.0
+    one_token = _request(0, 100.0, 100.0, 1, [(100.0, 1)])
+    assert one_token.tpot_ms is None
+    assert meets_slos(one_token, run.experiment)
+    run.experiment.slo_ttft_ms = 50.0
+    assert not meets_slos(one_token, run.experiment)  # the other SLOs still apply

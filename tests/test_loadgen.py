@@ -79,6 +79,7 @@ def test_real_events_count_tokens_not_text():
     result = _fold(REAL_EVENTS, [40.0, 60.0, 75.0, 90.0, 91.0])
     assert result.error == ""
     assert result.chunk_tokens == [1, 1, 2, 2]
+    assert result.output_token_ids == [268, 107, 107, 107, 107, 107]
     assert result.chunk_times_ms == [40.0, 60.0, 75.0, 90.0]
     assert (result.input_tokens, result.output_tokens, result.finish_reason) == (3, 6, "length")
     assert (result.ttft_ms, result.e2e_ms) == (40.0, 90.0)
@@ -214,6 +215,8 @@ def test_streamed_requests_are_timed_from_their_chunks():
     for result in load.requests:
         assert result.error == ""
         assert result.chunk_tokens == [1, 2, 3]
+        assert result.output_token_ids == [11, 12, 13, 14, 15, 16]
+        assert result.queue_ms is None  # no request rate: nothing is scheduled, nothing queues
         assert (result.input_tokens, result.output_tokens, result.finish_reason) == (4, 6, "length")
         # The server sleeps before each chunk, so these are lower bounds whatever the host's load.
         assert result.ttft_ms >= CHUNK_DELAY_S * 1000
@@ -272,6 +275,20 @@ def test_poisson_arrivals_follow_the_seeded_schedule():
     scheduled = poisson_offsets(5, 20.0, seed=3)
     for result, offset in zip(load.requests, scheduled, strict=True):
         assert offset - 0.001 <= result.sent_at_s <= offset + 0.25
+
+
+def test_queue_time_is_the_wait_for_a_slot_after_the_poisson_arrival():
+    # One slot, arrivals far faster than a request (3 chunk delays): each request after
+    # the first waits in the client until the one before it ends.
+    load, fake = _load(["a", "b", "c", "d"], request_rate=1000.0, concurrency=1, seed=3)
+    scheduled = poisson_offsets(4, 1000.0, seed=3)
+    assert fake.max_active == 1
+    for result, offset in zip(load.requests, scheduled, strict=True):
+        assert result.queue_ms == pytest.approx((result.sent_at_s - offset) * 1000.0)
+    assert load.requests[0].queue_ms < 50.0
+    for earlier, later in itertools.pairwise(load.requests):
+        assert later.queue_ms >= 0.9 * 3 * CHUNK_DELAY_S * 1000.0
+        assert later.sent_at_s >= earlier.sent_at_s + 3 * CHUNK_DELAY_S
 
 
 def test_progress_callback_counts_measured_requests():

@@ -68,14 +68,18 @@ def test_free_port_skips_a_taken_candidate():
     assert free_port() > 0
 
 
-def test_child_env_defaults_the_cpu_kv_cache(monkeypatch, tmp_path):
+def test_child_env_lays_the_given_env_over_the_workers(monkeypatch, tmp_path):
+    # The KV cache size comes from the settings through the runner (workers.runner.server_env),
+    # not from a default in this module.
     monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)
+    monkeypatch.setenv("SPECDASH_SOMETHING", "kept")
     args = ["python", "--port", "1"]
-    assert VllmServer(args, log_path=tmp_path / "log").child_env()["VLLM_CPU_KVCACHE_SPACE"] == "2"
+    assert "VLLM_CPU_KVCACHE_SPACE" not in VllmServer(args, log_path=tmp_path / "log").child_env()
     given = VllmServer(args, log_path=tmp_path / "log", env={"VLLM_CPU_KVCACHE_SPACE": "8", "X": "1"}).child_env()
-    assert (given["VLLM_CPU_KVCACHE_SPACE"], given["X"]) == ("8", "1")
+    assert (given["VLLM_CPU_KVCACHE_SPACE"], given["X"], given["SPECDASH_SOMETHING"]) == ("8", "1", "kept")
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "4")
-    assert VllmServer(args, log_path=tmp_path / "log").child_env()["VLLM_CPU_KVCACHE_SPACE"] == "4"
+    overridden = VllmServer(args, log_path=tmp_path / "log", env={"VLLM_CPU_KVCACHE_SPACE": "8"}).child_env()
+    assert overridden["VLLM_CPU_KVCACHE_SPACE"] == "8"
 
 
 # --- process handling, with a stand-in server ------------------------------------------

@@ -11,6 +11,7 @@ from experiments.workloads import (
     experiment_prompts,
     prompt_set_choices,
     prompt_set_hash,
+    prompt_set_shortfall,
     synthetic_prompts,
 )
 
@@ -18,7 +19,10 @@ SHIPPED_SETS = {"code_edit", "summarise", "chat"}
 
 
 def _experiment(**fields) -> Experiment:
-    defaults = {"workload_kind": Experiment.WorkloadKind.BUILTIN, "prompt_set": "chat", "num_prompts": 5, "seed": 0}
+    defaults = {
+        "workload_kind": Experiment.WorkloadKind.BUILTIN, "prompt_set": "chat", "num_prompts": 5, "seed": 0,
+        "warmup_requests": 0,
+    }  # fmt: skip
     return Experiment(**(defaults | fields))
 
 
@@ -83,6 +87,16 @@ def test_synthetic_prompts_are_deterministic_random_words():
     assert all(set(prompt.split()) <= set(workloads.SYNTHETIC_VOCABULARY) for prompt in first)
 
 
+def test_synthetic_prompts_are_distinct_even_when_draws_repeat():
+    vocabulary = len(workloads.SYNTHETIC_VOCABULARY)
+    prompts = synthetic_prompts(count=vocabulary, input_len=1, seed=0)
+
+    assert sorted(prompts) == sorted(workloads.SYNTHETIC_VOCABULARY)
+    assert synthetic_prompts(count=10, input_len=1, seed=0) == prompts[:10]
+    with pytest.raises(ValueError, match=f"Only {vocabulary} distinct synthetic prompts of 1 word"):
+        synthetic_prompts(count=vocabulary + 1, input_len=1, seed=0)
+
+
 def test_synthetic_prompts_reject_a_zero_length():
     with pytest.raises(ValueError, match="input_len"):
         synthetic_prompts(count=1, input_len=0, seed=0)
@@ -98,14 +112,32 @@ def test_builtin_experiment_takes_prompts_in_order():
     assert experiment_prompts(_experiment(num_prompts=3)) == list(prompts[:3])
 
 
-def test_builtin_experiment_cycles_through_a_short_set():
+def test_warmup_prompts_come_first_and_are_not_measured_again():
     prompts = builtin_prompt_sets()["chat"].prompts
-    count = len(prompts) + 3
 
-    result = experiment_prompts(_experiment(num_prompts=count))
+    result = experiment_prompts(_experiment(warmup_requests=2, num_prompts=5))
 
-    assert len(result) == count
-    assert result[len(prompts) :] == list(prompts[:3])
+    # run_load(warmup=2) sends result[:2] unmeasured, then measures result[2:], so a
+    # measured prompt's index in this list is its index in the set, in every run.
+    assert result == list(prompts[:7])
+    assert len(set(result)) == 7
+
+
+def test_builtin_experiment_refuses_a_set_too_small_instead_of_repeating_prompts():
+    size = len(builtin_prompt_sets()["chat"].prompts)
+
+    assert len(experiment_prompts(_experiment(warmup_requests=2, num_prompts=size - 2))) == size
+    with pytest.raises(ValueError, match=f"“chat” has {size} prompts.*2 warm-up and {size - 1} measured"):
+        experiment_prompts(_experiment(warmup_requests=2, num_prompts=size - 1))
+
+
+def test_prompt_set_shortfall_names_the_set_and_its_size():
+    size = len(builtin_prompt_sets()["code_edit"].prompts)
+
+    assert prompt_set_shortfall("code_edit", warmup=1, measured=size - 1) is None
+    message = prompt_set_shortfall("code_edit", warmup=3, measured=size)
+    assert f"“code_edit” has {size} prompts" in message
+    assert f"need {size + 3} distinct ones" in message
 
 
 def test_builtin_experiment_with_unknown_set_fails():
@@ -115,10 +147,11 @@ def test_builtin_experiment_with_unknown_set_fails():
 
 def test_synthetic_experiment_uses_its_length_and_seed():
     experiment = _experiment(
-        workload_kind=Experiment.WorkloadKind.SYNTHETIC, prompt_set="", synthetic_input_len=12, num_prompts=6, seed=3
-    )
+        workload_kind=Experiment.WorkloadKind.SYNTHETIC, prompt_set="", synthetic_input_len=12, num_prompts=6, seed=3,
+        warmup_requests=2,
+    )  # fmt: skip
 
-    assert experiment_prompts(experiment) == synthetic_prompts(count=6, input_len=12, seed=3)
+    assert experiment_prompts(experiment) == synthetic_prompts(count=8, input_len=12, seed=3)
 
 
 def test_synthetic_experiment_without_length_fails():

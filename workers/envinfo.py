@@ -29,7 +29,8 @@ _GPU_QUERY = ["--query-gpu=name,memory.total,driver_version", "--format=csv,nohe
 _TIMEOUT_S = 60
 
 
-def capture_environment(*, vllm_python: str, server_command: list[str]) -> dict:
+def capture_environment(*, vllm_python: str, server_command: list[str], cpu_binding: dict | None = None) -> dict:
+    """`cpu_binding` is workers.affinity.CpuBinding.record() on CPU hosts, empty otherwise."""
     return {
         "host_name": socket.gethostname(),
         "cpu_model": cpu_model(),
@@ -37,6 +38,7 @@ def capture_environment(*, vllm_python: str, server_command: list[str]) -> dict:
         **gpu_info(),
         **interpreter_versions(vllm_python),
         "server_command": list(server_command),
+        "cpu_binding": dict(cpu_binding or {}),
     }
 
 

@@ -4,6 +4,8 @@ Request rows go in with COPY. Writing the same run again replaces its rows, so a
 that is retried is never recorded twice.
 """
 
+import struct
+
 from django.db import connection, transaction
 
 from experiments import stats
@@ -27,7 +29,19 @@ REQUEST_COLUMNS = (
     "spec_acceptance_length",
     "spec_accepted_per_step",
     "spec_proposed_per_step",
+    "output_token_ids",
+    "queue_ms",
 )
+
+
+def pack_token_ids(token_ids: list[int]) -> bytes:
+    """Token ids as unsigned 32-bit little-endian integers: 4 bytes a token, the same on every host."""
+    return struct.pack(f"<{len(token_ids)}I", *token_ids)
+
+
+def unpack_token_ids(packed: bytes | memoryview) -> list[int]:
+    """The inverse of pack_token_ids."""
+    return list(struct.unpack(f"<{len(packed) // 4}I", packed))
 
 
 def _request_row(run_id: int, r: RequestResult) -> tuple:
@@ -47,6 +61,8 @@ def _request_row(run_id: int, r: RequestResult) -> tuple:
         r.spec_acceptance_length,
         r.spec_accepted_per_step,
         r.spec_proposed_per_step,
+        pack_token_ids(r.output_token_ids),
+        r.queue_ms,
     )
 
 
@@ -59,12 +75,15 @@ def _copy_requests(run_id: int, requests: list[RequestResult]) -> None:
 
 
 def meets_slos(r: RequestResult, experiment: Experiment) -> bool:
-    """A request counts toward goodput when it succeeded and met every SLO that is set."""
+    """A request counts toward goodput when it succeeded and met every SLO that is set.
+
+    A one-token output has no TPOT; like vLLM's benchmark, it counts as 0 there (it
+    cannot have been slow between tokens it did not produce)."""
     if r.error:
         return False
     limits = (
         (experiment.slo_ttft_ms, r.ttft_ms),
-        (experiment.slo_tpot_ms, r.tpot_ms),
+        (experiment.slo_tpot_ms, 0.0 if r.tpot_ms is None else r.tpot_ms),
         (experiment.slo_e2e_ms, r.e2e_ms),
     )
     return all(value is not None and value <= limit for limit, value in limits if limit is not None)
@@ -79,7 +98,10 @@ def summary_fields(load: LoadResult, counters: SpecCounters, experiment: Experim
     """The RunSummary columns, computed from the measured requests and counter differences."""
     ok = [r for r in load.requests if not r.error]
     duration = load.duration_s
-    chunk_tokens = [n for r in ok for n in r.chunk_tokens]
+    # The first chunk of a request comes from prefill and carries one token whatever the
+    # method: counting it would pull every arm's mean towards 1.
+    decode_chunk_tokens = [n for r in ok for n in r.chunk_tokens[1:]]
+    busy_s = sum(r.e2e_ms for r in ok if r.e2e_ms is not None) / 1000.0
     fields = {
         "duration_s": duration,
         "completed": len(ok),
@@ -89,7 +111,8 @@ def summary_fields(load: LoadResult, counters: SpecCounters, experiment: Experim
         "request_throughput": len(ok) / duration if duration > 0 else 0.0,
         "output_throughput": sum(r.output_tokens for r in ok) / duration if duration > 0 else 0.0,
         "goodput": None,
-        "tokens_per_chunk_mean": sum(chunk_tokens) / len(chunk_tokens) if chunk_tokens else None,
+        "achieved_concurrency": busy_s / duration if duration > 0 else None,
+        "tokens_per_chunk_mean": stats.tokens_per_chunk(decode_chunk_tokens),
         "spec_num_drafts": counters.num_drafts,
         "spec_num_draft_tokens": counters.num_draft_tokens,
         "spec_num_accepted_tokens": counters.num_accepted_tokens,

@@ -11,6 +11,9 @@ Each request streams (`stream: true`) and asks for:
 
 Timing follows the metric definitions in docs/metrics.md: TTFT is send → first chunk carrying
 tokens, E2E is send → last chunk carrying tokens, TPOT is (E2E − TTFT) / (tokens − 1).
+Under a Poisson request rate, `queue_ms` is the time a request waited in the client
+between its scheduled arrival and its send (for a free concurrency slot).
+The output's token ids are kept, so that outputs can be compared between arms.
 Plain module: no Django, no vLLM.
 """
 
@@ -42,6 +45,8 @@ class RequestResult:
     tpot_ms: float | None = None
     chunk_times_ms: list[float] = field(default_factory=list)
     chunk_tokens: list[int] = field(default_factory=list)
+    output_token_ids: list[int] = field(default_factory=list)
+    queue_ms: float | None = None
     finish_reason: str = ""
     error: str = ""
     spec_acceptance_length: float | None = None
@@ -103,10 +108,11 @@ def apply_event(result: RequestResult, event: dict, at_ms: float) -> None:
         error = event["error"]
         result.error = error.get("message", str(error)) if isinstance(error, dict) else str(error)
     for choice in event.get("choices") or []:
-        tokens = len(choice.get("token_ids") or ())
-        if tokens:
+        token_ids = choice.get("token_ids") or ()
+        if token_ids:
             result.chunk_times_ms.append(at_ms)
-            result.chunk_tokens.append(tokens)
+            result.chunk_tokens.append(len(token_ids))
+            result.output_token_ids.extend(token_ids)
         if choice.get("prompt_token_ids"):
             result.input_tokens = len(choice["prompt_token_ids"])
         if choice.get("finish_reason"):
@@ -193,7 +199,10 @@ async def send_request(
 
 @dataclass
 class _Phase:
-    """Requests sent under one concurrency limit; counts completions for the progress callback."""
+    """Requests sent under one concurrency limit; counts completions for the progress callback.
+
+    With `paced`, requests arrive at their offsets (a Poisson schedule) and each records
+    how long it then queued in the client for a free slot."""
 
     session: aiohttp.ClientSession
     url: str
@@ -201,6 +210,7 @@ class _Phase:
     semaphore: asyncio.Semaphore
     on_request_done: ProgressCallback | None = None
     executor: ThreadPoolExecutor | None = None
+    paced: bool = False
     done: int = 0
 
     async def run(self, offsets: list[float]) -> list[tuple[RequestResult, float]]:
@@ -209,12 +219,14 @@ class _Phase:
             tasks = []
             for (index, body), offset in zip(self.bodies.items(), offsets, strict=True):
                 await asyncio.sleep(max(0.0, origin + offset - time.perf_counter()))
-                tasks.append(group.create_task(self._one(index, body, origin)))
+                tasks.append(group.create_task(self._one(index, body, origin, offset)))
         return [task.result() for task in tasks]
 
-    async def _one(self, index: int, body: dict, origin: float) -> tuple[RequestResult, float]:
+    async def _one(self, index: int, body: dict, origin: float, offset: float) -> tuple[RequestResult, float]:
         async with self.semaphore:
             outcome = await send_request(self.session, self.url, body, prompt_index=index, origin=origin)
+        if self.paced:
+            outcome[0].queue_ms = max(0.0, outcome[0].sent_at_s - offset) * 1000.0
         self.done += 1
         if self.on_request_done is not None:
             # In a thread: the callback may touch the database, which must not block the
@@ -272,7 +284,7 @@ async def run_load(
         await _Phase(session, url, warm, semaphore).run(poisson_offsets(warmup, None, seed))
         measured = {i: bodies[i] for i in range(warmup, len(prompts))}
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="loadgen-progress") as executor:
-            phase = _Phase(session, url, measured, semaphore, on_request_done, executor)
+            phase = _Phase(session, url, measured, semaphore, on_request_done, executor, paced=bool(request_rate))
             return await _measure(phase, base_url, poisson_offsets(len(measured), request_rate, seed))
 
 

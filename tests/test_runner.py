@@ -1,0 +1,248 @@
+"""The runner's order of work, with fakes for the vLLM server and the load generator.
+
+The database, services, schedule and ingestion are real; only the server process and the
+HTTP load are replaced, so these tests check which runs share a server, in what order
+they run, and what reaches the server and the load generator.
+"""
+
+import os
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import pytest
+
+from experiments import services
+from experiments.models import Arm, EnvironmentSnapshot, Experiment, RequestRecord, Run
+from experiments.services import ArmSpec
+from experiments.workloads import experiment_prompts
+from tests.factories import UserFactory
+from workers import runner
+from workers.affinity import core_list
+from workers.loadgen import LoadResult, RequestResult
+from workers.prom import SpecCounters
+from workers.vllm_server import ServerStartError
+
+pytestmark = pytest.mark.django_db
+
+NGRAM = ArmSpec(method=Arm.Method.NGRAM, num_speculative_tokens=4, params={"prompt_lookup_min": 2})
+SUFFIX = ArmSpec(method=Arm.Method.SUFFIX, num_speculative_tokens=8)
+
+
+@dataclass
+class Served:
+    """What the fakes saw: servers in start order, and the runs each one served."""
+
+    servers: list["FakeServer"] = field(default_factory=list)
+    fail_when: object = None  # a predicate on the server's log path: fail that start
+
+    def runs_of(self, server: "FakeServer") -> list[Run]:
+        return [Run.objects.get(id=run_id) for run_id in server.run_ids]
+
+
+class FakeServer:
+    served: Served
+
+    def __init__(self, args, *, log_path, env, start_timeout_s, pid_dir):
+        self.args, self.log_path, self.env = args, log_path, env
+        self.run_ids: list[int] = []
+        self.loads: list[dict] = []
+        self.running = False
+        self.served.servers.append(self)
+        self.base_url = f"http://fake-{len(self.served.servers)}"
+
+    def __enter__(self):
+        if self.served.fail_when and self.served.fail_when(self.log_path.name):
+            raise ServerStartError("vLLM server exited with code 1 before it became healthy", "CUDA out of nowhere")
+        self.running = True
+        return self
+
+    def __exit__(self, *exc_info):
+        self.running = False
+
+    def log_tail(self) -> str:
+        return ""
+
+
+def _fake_load(served: Served):
+    def run_load_sync(*, base_url, prompts, warmup, concurrency, on_request_done, **kwargs) -> LoadResult:
+        server = next(s for s in served.servers if s.base_url == base_url)
+        assert server.running
+        server.run_ids.append(on_request_done.run.id)
+        server.loads.append(
+            {"prompts": prompts, "warmup": warmup, "concurrency": concurrency, "cores": os.sched_getaffinity(0)}
+        )
+        now = datetime.now(UTC)
+        requests = [
+            RequestResult(
+                prompt_index=index, input_tokens=5, output_tokens=2, ttft_ms=10.0, e2e_ms=30.0, tpot_ms=20.0,
+                chunk_times_ms=[10.0, 30.0], chunk_tokens=[1, 1], output_token_ids=[7, 8], finish_reason="length",
+            )
+            for index in range(warmup, len(prompts))
+        ]  # fmt: skip
+        return LoadResult(requests, 1.0, now, now, SpecCounters(0, 0, 0, []))
+
+    return run_load_sync
+
+
+def _fake_environment(*, vllm_python: str, server_command: list[str], cpu_binding: dict) -> dict:
+    return {"host_name": "h", "server_command": server_command, "cpu_binding": cpu_binding}
+
+
+@pytest.fixture
+def served(monkeypatch, settings, tmp_path):
+    settings.DATA_DIR = tmp_path
+    served = Served()
+    monkeypatch.setattr(FakeServer, "served", served, raising=False)
+    monkeypatch.setattr(runner, "VllmServer", FakeServer)
+    monkeypatch.setattr(runner, "run_load_sync", _fake_load(served))
+    monkeypatch.setattr(runner, "capture_environment", _fake_environment)
+    monkeypatch.setattr(runner, "cuda_visible", lambda: False)
+    return served
+
+
+def _experiment(celery_dispatch, arms=(NGRAM,), **fields) -> Experiment:
+    values = {
+        "name": "runner", "target_model": "/models/target", "prompt_set": "chat", "num_prompts": 4,
+        "max_tokens": 8, "concurrency_levels": [1, 4], "repetitions": 3, "warmup_requests": 2,
+        "aa_replicate": True, "seed": 5,
+    }  # fmt: skip
+    return services.experiment_create(owner=UserFactory(), arms=list(arms), **(values | fields))
+
+
+def _run_all(experiment: Experiment) -> Experiment:
+    runner.experiment_run_all(experiment.id, worker_host="host-1", worker_name="cpu@host-1")
+    experiment.refresh_from_db()
+    return experiment
+
+
+def _schedule_order(experiment: Experiment, *order: str) -> list[int]:
+    return list(experiment.runs.order_by(*order).values_list("id", flat=True))
+
+
+def test_a_server_per_block_and_arm_in_schedule_order(served, celery_dispatch):
+    experiment = _run_all(_experiment(celery_dispatch))
+
+    assert experiment.status == Experiment.Status.FINISHED
+    assert len(served.servers) == 3 * 3  # blocks x arms (baseline, replicate, n-gram)
+    executed = [run_id for server in served.servers for run_id in server.run_ids]
+    assert executed == _schedule_order(experiment, "repetition", "block_position", "level_position")
+    for server in served.servers:
+        runs = served.runs_of(server)
+        assert len({(run.arm_id, run.repetition) for run in runs}) == 1
+        assert [run.level_position for run in runs] == [1, 2]
+    runs = list(experiment.runs.order_by("started_at"))
+    assert [run.id for run in runs] == executed
+    assert all(run.status == Run.Status.SUCCEEDED for run in runs)
+    assert all(run.started_at <= run.finished_at for run in runs)
+
+
+def test_block_orders_differ_so_arms_do_not_always_run_in_one_order(served, celery_dispatch):
+    experiment = _run_all(_experiment(celery_dispatch))
+
+    first_arm_per_block = [served.runs_of(server)[0] for server in served.servers[::3]]
+    orders = {
+        tuple(served.runs_of(server)[0].arm_id for server in served.servers[block * 3 : block * 3 + 3])
+        for block in range(3)
+    }
+    assert [run.repetition for run in first_arm_per_block] == [1, 2, 3]
+    assert len(orders) > 1, "seed 5 gives different arm orders in its blocks"
+    assert experiment.status == Experiment.Status.FINISHED
+
+
+def test_one_server_per_arm_for_all_blocks_without_server_per_block(served, celery_dispatch):
+    experiment = _run_all(_experiment(celery_dispatch, server_per_block=False))
+
+    assert len(served.servers) == 3
+    executed = [run_id for server in served.servers for run_id in server.run_ids]
+    assert executed == _schedule_order(experiment, "block_position", "repetition", "level_position")
+    for server in served.servers:
+        runs = served.runs_of(server)
+        assert len({run.arm_id for run in runs}) == 1
+        assert [(run.repetition, run.level_position) for run in runs] == [
+            (block, level) for block in (1, 2, 3) for level in (1, 2)
+        ]
+
+
+@pytest.mark.parametrize("server_per_block", [True, False])
+def test_a_suffix_arm_gets_a_fresh_server_for_every_run(served, celery_dispatch, server_per_block):
+    experiment = _run_all(
+        _experiment(celery_dispatch, arms=(NGRAM, SUFFIX), aa_replicate=False, server_per_block=server_per_block)
+    )
+
+    suffix_servers = [s for s in served.servers if served.runs_of(s)[0].arm.method == Arm.Method.SUFFIX]
+    assert len(suffix_servers) == 3 * 2  # blocks x levels
+    assert all(len(server.run_ids) == 1 for server in suffix_servers)
+    ngram_servers = [s for s in served.servers if served.runs_of(s)[0].arm.method == Arm.Method.NGRAM]
+    assert {len(server.run_ids) for server in ngram_servers} == ({2} if server_per_block else {6})
+    assert experiment.status == Experiment.Status.FINISHED
+
+
+def test_a_server_that_does_not_start_fails_its_session_only(served, celery_dispatch):
+    experiment = _experiment(celery_dispatch, aa_replicate=False)
+    ngram = experiment.arms.get(method=Arm.Method.NGRAM)
+    served.fail_when = lambda name: name.startswith(f"arm-{ngram.position}-{ngram.id}-block-2-")
+
+    experiment = _run_all(experiment)
+
+    failed = list(experiment.runs.filter(status=Run.Status.FAILED))
+    assert {(run.arm_id, run.repetition) for run in failed} == {(ngram.id, 2)}
+    assert len(failed) == 2
+    assert all("did not start" in run.error and "CUDA out of nowhere" in run.error for run in failed)
+    assert all(run.started_at and run.finished_at for run in failed)
+    assert experiment.runs.filter(status=Run.Status.SUCCEEDED).count() == 2 * 3 * 2 - 2
+    assert experiment.status == Experiment.Status.FINISHED
+
+
+def test_every_run_sends_the_same_distinct_prompts_warmup_first(served, celery_dispatch):
+    experiment = _run_all(_experiment(celery_dispatch))
+
+    expected = experiment_prompts(experiment)
+    assert len(set(expected)) == len(expected) == 2 + 4
+    loads = [load for server in served.servers for load in server.loads]
+    assert all(load["prompts"] == expected and load["warmup"] == 2 for load in loads)
+    for run in experiment.runs.all():
+        rows = RequestRecord.objects.filter(run=run).order_by("prompt_index")
+        assert list(rows.values_list("prompt_index", flat=True)) == [2, 3, 4, 5]
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two usable cores")
+def test_cpu_hosts_bind_the_engine_and_pin_the_client_while_measuring(served, celery_dispatch, settings):
+    settings.SPECDASH_CPU_KVCACHE_GIB = 5
+    cores = sorted(os.sched_getaffinity(0))
+    before = os.sched_getaffinity(0)
+
+    experiment = _run_all(_experiment(celery_dispatch, repetitions=1, aa_replicate=False))
+
+    engine = core_list(cores[1:])
+    for server in served.servers:
+        assert server.env == {"VLLM_CPU_KVCACHE_SPACE": "5", "VLLM_CPU_OMP_THREADS_BIND": engine}
+        assert all(load["cores"] == {cores[0]} for load in server.loads)
+    assert os.sched_getaffinity(0) == before
+    snapshot = EnvironmentSnapshot.objects.filter(run__experiment=experiment).first()
+    assert snapshot.cpu_binding == {
+        "engine_cores": engine,
+        "client_cores": [cores[0]],
+        "env": {"VLLM_CPU_OMP_THREADS_BIND": engine},
+    }
+
+
+def test_gpu_hosts_set_no_cpu_binding(served, celery_dispatch, monkeypatch):
+    monkeypatch.setattr(runner, "cuda_visible", lambda: True)
+    before = os.sched_getaffinity(0)
+
+    experiment = _run_all(_experiment(celery_dispatch, repetitions=1, aa_replicate=False))
+
+    assert all(server.env == {} for server in served.servers)
+    assert all(load["cores"] == before for server in served.servers for load in server.loads)
+    assert all(s.cpu_binding == {} for s in EnvironmentSnapshot.objects.filter(run__experiment=experiment))
+
+
+def test_an_experiment_whose_prompts_cannot_be_made_fails_its_runs(served, celery_dispatch):
+    experiment = _experiment(celery_dispatch, repetitions=1, aa_replicate=False)
+    Experiment.objects.filter(id=experiment.id).update(num_prompts=1000)
+
+    experiment = _run_all(experiment)
+
+    assert served.servers == []
+    assert experiment.status == Experiment.Status.FAILED
+    assert {run.error.split(":")[0] for run in experiment.runs.all()} == {"No prompts"}
