@@ -14,6 +14,10 @@ from experiments.services import ArmSpec, arm_default_label
 MAX_CONCURRENCY = 1024
 MAX_CONCURRENCY_LEVELS = 12
 MAX_ARMS = 8
+# A level is reached and held only with several requests per slot: with fewer, the run
+# spends most of its time ramping up and draining, below its nominal concurrency.
+PROMPTS_PER_SLOT = 4
+MAX_MARGIN_PERCENT = 50
 
 DTYPE_CHOICES = [
     ("auto", "auto"),
@@ -30,6 +34,16 @@ PATH_METHODS = {
     Arm.Method.EAGLE: "EAGLE head",
     Arm.Method.EAGLE3: "EAGLE-3 head",
 }
+
+
+def model_default(name: str):
+    """The model field's default: the model holds defaults, the form shows them."""
+    return Experiment._meta.get_field(name).default
+
+
+def model_checkbox(name: str, label: str, help_text: str) -> forms.BooleanField:
+    """An optional checkbox, ticked or not as the model field's default says."""
+    return forms.BooleanField(required=False, initial=model_default(name), label=label, help_text=help_text)
 
 
 def default_target_model() -> str:
@@ -128,9 +142,10 @@ class ExperimentForm(forms.Form):
     num_prompts = forms.IntegerField(
         min_value=1,
         max_value=10_000,
-        initial=50,
+        initial=32,
         label="Prompts per level",
-        help_text="Measured requests per concurrency level and repetition.",
+        help_text=f"Measured requests per concurrency level and repetition, each a different prompt: at least "
+        f"{PROMPTS_PER_SLOT} × the highest concurrency level. Every run sends the same ones.",
     )
     ignore_eos = forms.BooleanField(
         required=False, label="ignore_eos", help_text="Always generate max_tokens; distorts acceptance."
@@ -141,10 +156,41 @@ class ExperimentForm(forms.Form):
     seed = forms.IntegerField(min_value=0, max_value=2**31 - 1, initial=0)
 
     concurrency_levels = forms.CharField(
-        initial="1, 4, 16", help_text=f"Comma-separated, 1 to {MAX_CONCURRENCY}, at most {MAX_CONCURRENCY_LEVELS}."
+        initial="1, 4, 8", help_text=f"Comma-separated, 1 to {MAX_CONCURRENCY}, at most {MAX_CONCURRENCY_LEVELS}."
     )
-    repetitions = forms.IntegerField(min_value=1, max_value=10, initial=1)
-    warmup_requests = forms.IntegerField(min_value=0, max_value=1000, initial=2, label="Warm-up requests")
+    repetitions = forms.IntegerField(
+        min_value=1,
+        max_value=10,
+        initial=model_default("repetitions"),
+        label="Repetitions (blocks)",
+        help_text="In each block every arm runs once on a freshly started server, the arms in a random order. "
+        "Fewer than 3 gives estimates without verdicts.",
+    )
+    server_per_block = model_checkbox(
+        "server_per_block",
+        "A fresh server for every arm in every block",
+        "Unchecked: one server per arm for all blocks, which saves start-up time but leaves the variance between "
+        "server starts out of the intervals.",
+    )
+    aa_replicate = model_checkbox(
+        "aa_replicate",
+        "A/A replicate",
+        "Run the baseline twice. The copy's “speedup” over the baseline is the noise floor: how far an arm moves "
+        "with no effect at all.",
+    )
+    equivalence_margin = forms.FloatField(
+        initial=model_default("equivalence_margin") * 100,
+        label="Equivalence margin (%)",
+        help_text="The smallest speedup worth acting on, in percent: an arm whose interval lies inside "
+        "1 ± this margin is called equivalent.",
+    )
+    warmup_requests = forms.IntegerField(
+        min_value=0,
+        max_value=1000,
+        initial=model_default("warmup_requests"),
+        label="Warm-up requests",
+        help_text="Sent before each run and not measured; their prompts are not among the measured ones.",
+    )
     request_rate = forms.FloatField(
         required=False,
         max_value=100_000,
@@ -168,6 +214,15 @@ class ExperimentForm(forms.Form):
     def clean_concurrency_levels(self):
         return parse_concurrency_levels(self.cleaned_data["concurrency_levels"])
 
+    def clean_equivalence_margin(self) -> float:
+        """Shown in percent, stored as a fraction (2 → 0.02)."""
+        percent = self.cleaned_data["equivalence_margin"]
+        if not 0 < percent < MAX_MARGIN_PERCENT:
+            raise forms.ValidationError(
+                f"The margin must be greater than 0 and less than {MAX_MARGIN_PERCENT} (percent; got {percent:g})."
+            )
+        return percent / 100
+
     def clean_request_rate(self):
         return _positive(self.cleaned_data["request_rate"], "The request rate")
 
@@ -182,19 +237,30 @@ class ExperimentForm(forms.Form):
 
     def clean(self):
         cleaned = super().clean()
+        # add_error() drops a field from cleaned_data, and two rules may refuse num_prompts.
+        measured = cleaned.get("num_prompts")
         if cleaned.get("workload_kind") == Experiment.WorkloadKind.SYNTHETIC:
             self._clean_synthetic(cleaned)
         elif cleaned.get("workload_kind") == Experiment.WorkloadKind.BUILTIN:
             self._clean_builtin(cleaned)
         self._check_fits_model_len(cleaned)
+        self._check_prompts_per_level(cleaned.get("concurrency_levels"), measured)
         return cleaned
 
     def _clean_synthetic(self, cleaned):
         _drop_errors(self, ["prompt_set"])
         cleaned["prompt_set"] = ""
         cleaned["prompt_set_hash"] = ""
-        if cleaned.get("synthetic_input_len") is None and "synthetic_input_len" not in self.errors:
+        input_len = cleaned.get("synthetic_input_len")
+        if input_len is None and "synthetic_input_len" not in self.errors:
             self.add_error("synthetic_input_len", "Synthetic prompts need an input length.")
+        count = (cleaned.get("warmup_requests") or 0) + (cleaned.get("num_prompts") or 0)
+        if input_len is not None and count > workloads.synthetic_capacity(input_len):
+            self.add_error(
+                "synthetic_input_len",
+                f"Only {workloads.synthetic_capacity(input_len)} distinct prompts of {input_len} word(s) exist; "
+                f"the warm-up and measured requests need {count}.",
+            )
 
     def _clean_builtin(self, cleaned):
         _drop_errors(self, ["synthetic_input_len"])
@@ -203,6 +269,22 @@ class ExperimentForm(forms.Form):
             self.add_error("prompt_set", "Choose a prompt set.")
             return
         cleaned["prompt_set_hash"] = workloads.prompt_set_hash(cleaned["prompt_set"])
+        warmup, measured = cleaned.get("warmup_requests"), cleaned.get("num_prompts")
+        if warmup is not None and measured is not None:
+            shortfall = workloads.prompt_set_shortfall(cleaned["prompt_set"], warmup=warmup, measured=measured)
+            if shortfall:
+                self.add_error("num_prompts", shortfall)
+
+    def _check_prompts_per_level(self, levels: list[int] | None, measured: int | None):
+        if not levels or measured is None:
+            return
+        needed = PROMPTS_PER_SLOT * max(levels)
+        if measured < needed:
+            self.add_error(
+                "num_prompts",
+                f"At least {PROMPTS_PER_SLOT} × the highest concurrency level ({max(levels)}) = {needed} prompts, "
+                f"so that the level is reached and held (got {measured}).",
+            )
 
     def _check_fits_model_len(self, cleaned):
         max_tokens, max_model_len = cleaned.get("max_tokens"), cleaned.get("max_model_len")

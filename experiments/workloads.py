@@ -91,9 +91,14 @@ def prompt_set_hash(name: str) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
+SYNTHETIC_CAPACITY_CAP = 10**9
+
+
 def synthetic_capacity(input_len: int) -> int:
-    """How many distinct synthetic prompts of `input_len` words exist."""
-    return len(SYNTHETIC_VOCABULARY) ** input_len
+    """How many distinct synthetic prompts of `input_len` words exist, capped at
+    SYNTHETIC_CAPACITY_CAP (no workload asks for more, and the exact number for long
+    prompts is an integer with millions of digits)."""
+    return min(len(SYNTHETIC_VOCABULARY) ** min(input_len, 4), SYNTHETIC_CAPACITY_CAP)
 
 
 def synthetic_prompts(*, count: int, input_len: int, seed: int) -> list[str]:

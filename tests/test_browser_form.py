@@ -47,6 +47,14 @@ def test_define_and_submit_an_experiment(page, live_server, user, celery_dispatc
     page.wait_for_url(f"{live_server.url}/")
 
     page.click("text=New experiment")
+    # The design defaults come from the model: 3 blocks, a fresh server per block, a 2 % margin.
+    assert page.input_value("#id_repetitions") == "3"
+    assert page.is_checked("#id_server_per_block")
+    assert not page.is_checked("#id_aa_replicate")
+    assert float(page.input_value("#id_equivalence_margin")) == 2.0
+    assert "without verdicts" in page.inner_text("#design")
+    assert "variance between server starts" in page.inner_text("#design")
+    page.check("#id_aa_replicate")
     page.fill("#id_name", "browser: n-gram vs draft")
     page.fill("#id_concurrency_levels", "1, 4, 4")
 
@@ -88,9 +96,11 @@ def test_define_and_submit_an_experiment(page, live_server, user, celery_dispatc
     page.wait_for_selector(".message.success")
     experiment = Experiment.objects.get()
     assert page.url == f"{live_server.url}/experiments/{experiment.pk}/"
-    assert [(a.method, a.num_speculative_tokens) for a in experiment.arms.all()] == [
-        ("baseline", None), ("ngram", 4), ("draft_model", 4),
+    assert [(a.method, a.num_speculative_tokens, a.is_replicate) for a in experiment.arms.all()] == [
+        ("baseline", None, False), ("baseline", None, True), ("ngram", 4, False), ("draft_model", 4, False),
     ]  # fmt: skip
+    assert (experiment.repetitions, experiment.server_per_block) == (3, True)
+    assert experiment.equivalence_margin == pytest.approx(0.02)
     assert experiment.arms.get(method="draft_model").params == {"model": DRAFT_PATH}
     celery_dispatch.assert_called_once_with(args=[experiment.id], queue="cpu")
     _shot(page, "04-detail")

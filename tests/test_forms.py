@@ -33,6 +33,8 @@ def form_data(arms=(NGRAM,), **overrides) -> dict:
         "seed": "0",
         "concurrency_levels": "1, 4",
         "repetitions": "2",
+        "server_per_block": "on",
+        "equivalence_margin": "2",
         "warmup_requests": "2",
         "request_rate": "",
         "slo_ttft_ms": "",
@@ -119,6 +121,17 @@ BAD_INPUTS = {
     "repetitions 11": (form_data(repetitions="11"), "repetitions"),
     "num_prompts 0": (form_data(num_prompts="0"), "num_prompts"),
     "num_prompts 10001": (form_data(num_prompts="10001"), "num_prompts"),
+    "num_prompts below 4 × the highest level": (form_data(concurrency_levels="1, 8", num_prompts="31"), "num_prompts"),
+    "prompt set smaller than warm-up + measured": (form_data(num_prompts="39", warmup_requests="2"), "num_prompts"),
+    "more synthetic prompts than distinct ones": (
+        form_data(workload_kind="synthetic", synthetic_input_len="1", num_prompts="300", concurrency_levels="1"),
+        "synthetic_input_len",
+    ),
+    "margin 0": (form_data(equivalence_margin="0"), "equivalence_margin"),
+    "margin negative": (form_data(equivalence_margin="-2"), "equivalence_margin"),
+    "margin 50": (form_data(equivalence_margin="50"), "equivalence_margin"),
+    "margin malformed": (form_data(equivalence_margin="2%"), "equivalence_margin"),
+    "margin missing": (form_data(equivalence_margin=""), "equivalence_margin"),
     "synthetic input + output beyond max model length": (
         form_data(workload_kind="synthetic", synthetic_input_len="256", max_tokens="300"),
         "max_tokens",
@@ -188,16 +201,62 @@ def test_error_messages_say_what_is_wrong():
 
 
 def test_good_input_is_normalised():
-    form, arms = bind(form_data(concurrency_levels=" 16,1  4", target_model=f"{MODELS}/sub/../target"))
+    form, arms = bind(form_data(concurrency_levels=" 8,1  4", num_prompts="32", target_model=f"{MODELS}/sub/../target"))
 
     assert form.is_valid(), form.errors
     assert arms.is_valid(), arms.errors
     fields = form.experiment_fields()
-    assert fields["concurrency_levels"] == [1, 4, 16]
+    assert fields["concurrency_levels"] == [1, 4, 8]
     assert fields["target_model"] == str(MODELS / "target")
     assert fields["prompt_set_hash"] == workloads.prompt_set_hash("chat")
     assert fields["synthetic_input_len"] is None
     assert fields["request_rate"] is None
+
+
+def test_clean_sample_rules_say_what_is_wrong():
+    size = len(workloads.get_prompt_set("chat").prompts)
+    form, _ = bind(form_data(num_prompts=str(size), warmup_requests="2", concurrency_levels="1, 16"))
+    form.is_valid()
+
+    errors = " ".join(form.errors["num_prompts"])
+    assert f"The prompt set “chat” has {size} prompts" in errors
+    assert f"{size + 2} distinct ones" in errors
+    assert "At least 4 × the highest concurrency level (16) = 64 prompts" in errors
+
+
+def test_exactly_enough_prompts_is_accepted():
+    size = len(workloads.get_prompt_set("chat").prompts)
+    form, _ = bind(form_data(num_prompts=str(size - 2), warmup_requests="2", concurrency_levels="1, 4"))
+
+    assert form.is_valid(), form.errors
+    form, _ = bind(form_data(num_prompts="16", concurrency_levels="1, 4"))
+    assert form.is_valid(), form.errors
+
+
+def test_design_options_are_stored_as_the_model_takes_them():
+    form, _ = bind(form_data(equivalence_margin="2.5", aa_replicate="on", server_per_block=None, repetitions="3"))
+
+    assert form.is_valid(), form.errors
+    fields = form.experiment_fields()
+    assert fields["equivalence_margin"] == pytest.approx(0.025)
+    assert (fields["aa_replicate"], fields["server_per_block"], fields["repetitions"]) == (True, False, 3)
+
+
+def test_the_forms_defaults_are_the_models_and_pass_the_forms_own_rules():
+    unbound = ExperimentForm()
+    initial = {name: unbound.get_initial_for_field(field, name) for name, field in unbound.fields.items()}
+
+    assert initial["repetitions"] == Experiment._meta.get_field("repetitions").default == 3
+    assert initial["server_per_block"] is True
+    assert initial["aa_replicate"] is False
+    assert initial["equivalence_margin"] == pytest.approx(2.0)
+    assert initial["warmup_requests"] == Experiment._meta.get_field("warmup_requests").default
+    for prompt_set in workloads.builtin_prompt_sets():
+        data = form_data(**{name: str(value) for name, value in initial.items() if value not in (None, False)})
+        data.update(name="defaults", prompt_set=prompt_set, server_per_block="on")
+        data.pop("aa_replicate", None)
+        form, _ = bind(data)
+        assert form.is_valid(), (prompt_set, form.errors)
 
 
 def test_synthetic_workload_drops_the_prompt_set():

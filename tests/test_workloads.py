@@ -97,6 +97,12 @@ def test_synthetic_prompts_are_distinct_even_when_draws_repeat():
         synthetic_prompts(count=vocabulary + 1, input_len=1, seed=0)
 
 
+def test_synthetic_capacity_is_exact_for_short_prompts_and_capped_for_long_ones():
+    vocabulary = len(workloads.SYNTHETIC_VOCABULARY)
+    assert workloads.synthetic_capacity(2) == vocabulary**2
+    assert workloads.synthetic_capacity(1_000_000) == workloads.SYNTHETIC_CAPACITY_CAP
+
+
 def test_synthetic_prompts_reject_a_zero_length():
     with pytest.raises(ValueError, match="input_len"):
         synthetic_prompts(count=1, input_len=0, seed=0)
