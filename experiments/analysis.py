@@ -1,14 +1,16 @@
 """The statistics an experiment page shows, computed once from the recorded requests when
 the experiment ends and stored (SpeedupEstimate rows and one ExperimentAnalysis).
 
-Definitions are in experiments/stats.py and on the page itself.
+This module reads PostgreSQL into experiments.inference.RunData and stores what
+experiments/inference.py computes from it; the simulation in scripts/check_verdicts.py
+calls the same inference code. Definitions are in docs/metrics.md and on the page.
 """
 
 from collections import defaultdict
 
 from django.db import transaction
 
-from experiments import stats
+from experiments import inference, stats, verdicts
 from experiments.models import (
     Arm,
     EnvironmentSnapshot,
@@ -19,89 +21,153 @@ from experiments.models import (
     RunSummary,
     SpeedupEstimate,
 )
+from experiments.tokens import unpack_token_ids
 
 Metric = SpeedupEstimate.Metric
-PAIRED_METRICS = {Metric.TPOT: "tpot_ms", Metric.E2E: "e2e_ms", Metric.TTFT: "ttft_ms"}
-RUN_LEVEL_METRICS = {Metric.OUTPUT_THROUGHPUT: "output_throughput", Metric.REQUEST_THROUGHPUT: "request_throughput"}
+REQUEST_COLUMNS = {Metric.TPOT: "tpot_ms", Metric.E2E: "e2e_ms", Metric.TTFT: "ttft_ms"}
+RUN_COLUMNS = {Metric.OUTPUT_THROUGHPUT: "output_throughput", Metric.REQUEST_THROUGHPUT: "request_throughput"}
 VERDICT_METRICS = (Metric.TPOT, Metric.E2E, Metric.OUTPUT_THROUGHPUT)
 ALONG_OUTPUT_BUCKET_TOKENS = 8
 CDF_POINTS = 51
-FEW_PAIRS = 30
+LOW_ACHIEVED_CONCURRENCY = 0.9
 
 
-def _request_values(experiment: Experiment) -> dict:
-    """{(arm_id, level): {metric: {(repetition, prompt_index): value}}} over successful requests."""
-    values = defaultdict(lambda: defaultdict(dict))
-    rows = RequestRecord.objects.filter(
-        run__experiment=experiment, run__status=Run.Status.SUCCEEDED, error=""
-    ).values_list("run__arm_id", "run__concurrency", "run__repetition", "prompt_index", *PAIRED_METRICS.values())
-    for arm_id, level, repetition, prompt_index, *metric_values in rows.iterator(chunk_size=5000):
-        cell = values[(arm_id, level)]
-        for metric, value in zip(PAIRED_METRICS, metric_values, strict=True):
-            cell[metric][(repetition, prompt_index)] = value
-    return values
+# ---------------------------------------------------------------- reading the runs
 
 
-def _run_values(experiment: Experiment) -> dict:
-    """{(arm_id, level): {metric: [value per repetition]}} from the run summaries."""
-    values = defaultdict(lambda: defaultdict(list))
-    summaries = RunSummary.objects.filter(run__experiment=experiment, run__status=Run.Status.SUCCEEDED)
-    for row in summaries.values("run__arm_id", "run__concurrency", *RUN_LEVEL_METRICS.values()):
-        for metric, column in RUN_LEVEL_METRICS.items():
-            values[(row["run__arm_id"], row["run__concurrency"])][metric].append(row[column])
-    return values
+def _request_rows(experiment: Experiment, *, with_outputs: bool):
+    columns = ["run_id", "prompt_index", *REQUEST_COLUMNS.values()]
+    if with_outputs:
+        columns.append("output_token_ids")
+    rows = RequestRecord.objects.filter(run__experiment=experiment, run__status=Run.Status.SUCCEEDED, error="")
+    return rows.order_by("run_id", "prompt_index").values_list(*columns)
 
 
-def _speedup_rows(experiment, baseline, arms) -> list[SpeedupEstimate]:
-    requests, runs = _request_values(experiment), _run_values(experiment)
-    rows = []
-    for arm in arms:
-        for level in experiment.concurrency_levels:
-            base_req, arm_req = requests[(baseline.id, level)], requests[(arm.id, level)]
-            for metric in PAIRED_METRICS:
-                estimate = stats.paired_bootstrap_speedup(base_req[metric], arm_req[metric], seed=experiment.seed)
-                rows.append(_estimate_row(experiment, arm, level, metric, estimate))
-            base_run, arm_run = runs[(baseline.id, level)], runs[(arm.id, level)]
-            for metric in RUN_LEVEL_METRICS:
-                estimate = stats.run_level_speedup(base_run[metric], arm_run[metric], seed=experiment.seed)
-                rows.append(_estimate_row(experiment, arm, level, metric, estimate))
-    return rows
+def load_runs(experiment: Experiment) -> list[inference.RunData]:
+    """Every succeeded run of the experiment as inference.RunData, in a stable order."""
+    with_outputs = experiment.is_greedy
+    latencies = defaultdict(lambda: {metric: {} for metric in REQUEST_COLUMNS})
+    outputs = defaultdict(dict)
+    for run_id, prompt, *values in _request_rows(experiment, with_outputs=with_outputs).iterator(chunk_size=5000):
+        for metric, value in zip(REQUEST_COLUMNS, values, strict=False):
+            latencies[run_id][metric][prompt] = value
+        if with_outputs and values[-1] is not None:
+            outputs[run_id][prompt] = unpack_token_ids(values[-1])
+    summaries = RunSummary.objects.succeeded_of(experiment).order_by("run_id")
+    return [
+        inference.RunData(
+            arm=s.run.arm_id,
+            level=s.run.concurrency,
+            block=s.run.repetition,
+            latencies={str(metric): values for metric, values in latencies[s.run_id].items()},
+            throughputs={str(metric): getattr(s, column) for metric, column in RUN_COLUMNS.items()},
+            failed=s.failed,
+            outputs=outputs[s.run_id],
+        )
+        for s in summaries.select_related("run")
+    ]
 
 
-def _estimate_row(experiment, arm, level, metric, estimate: stats.SpeedupEstimate) -> SpeedupEstimate:
+# ---------------------------------------------------------------- speedups and verdicts
+
+
+def _estimate_row(experiment: Experiment, cell: inference.CellResult) -> SpeedupEstimate:
+    estimate = cell.estimate
     return SpeedupEstimate(
         experiment=experiment,
-        arm=arm,
-        concurrency=level,
-        metric=metric,
+        arm_id=cell.arm,
+        concurrency=cell.level,
+        metric=cell.metric,
         point=estimate.point,
         ci_low=estimate.lo,
         ci_high=estimate.hi,
-        n_pairs=estimate.n_pairs or 0,
-        n_repetitions=estimate.n_repetitions,
+        n_pairs=cell.n_pairs,
+        n_repetitions=estimate.n_blocks,
         note=estimate.note,
+        outcome=cell.outcome,
+        block_ratios=list(estimate.block_ratios),
+        failed_baseline=cell.failed_baseline,
+        failed_arm=cell.failed_arm,
     )
 
 
-def _verdicts(arms, speedups: list[SpeedupEstimate]) -> list[dict]:
-    verdicts = []
-    for arm in arms:
+def _verdict_cells(cells: list[inference.CellResult], arm: Arm, metric: str, margin: float) -> list[verdicts.Cell]:
+    return [
+        verdicts.Cell(c.level, c.estimate, c.outcome, margin) for c in cells if c.arm == arm.id and c.metric == metric
+    ]
+
+
+def _break_even_json(value: stats.BreakEven) -> dict:
+    return {"state": value.state, "level": value.level, "lo": value.lo, "hi": value.hi}
+
+
+def _verdicts(experiment: Experiment, compared: list[Arm], cells: list[inference.CellResult]) -> list[dict]:
+    """Per compared arm and verdict metric: the sentence and the break-even."""
+    evens = inference.break_evens(cells)
+    rows = []
+    for arm in compared:
         for metric in VERDICT_METRICS:
-            rows = sorted(
-                (s.concurrency, s.point, s.ci_low, s.ci_high, s.note)
-                for s in speedups
-                if s.arm_id == arm.id and s.metric == metric
+            metric_cells = _verdict_cells(cells, arm, metric, experiment.equivalence_margin)
+            name = Metric(metric).label
+            text = (
+                verdicts.noise_floor_sentence(name, metric_cells)
+                if arm.is_replicate
+                else verdicts.sentence(arm.label, name, metric_cells)
             )
-            verdicts.append(
+            rows.append(
                 {
                     "arm_id": arm.id,
                     "arm": arm.label,
-                    "metric": metric.value,
-                    "text": stats.verdict(arm.label, Metric(metric).label, rows),
-                    "break_even": stats.break_even_concurrency(rows),
+                    "replicate": arm.is_replicate,
+                    "metric": str(metric),
+                    "text": text,
+                    "break_even": _break_even_json(evens[(arm.id, str(metric))]),
                 }
             )
-    return verdicts
+    return rows
+
+
+# ---------------------------------------------------------------- output fidelity
+
+
+def _fidelity(experiment: Experiment, runs, baseline: Arm, compared: list[Arm]) -> list[dict]:
+    if not experiment.is_greedy:
+        return []
+    replicate = next((arm.id for arm in compared if arm.is_replicate), None)
+    cells = inference.fidelity_cells(
+        runs,
+        baseline=baseline.id,
+        arms=[arm.id for arm in compared],
+        levels=experiment.concurrency_levels,
+        replicate=replicate,
+    )
+    return [
+        {
+            "arm_id": cell.arm,
+            "level": cell.level,
+            "compared": cell.compared,
+            "identical": cell.identical,
+            "identical_share": cell.identical_share,
+            "median_divergence": cell.median_divergence,
+            "p_more_than_replicate": cell.p_more_than_replicate,
+            "warn": cell.warn,
+        }
+        for cell in cells
+        if cell.compared
+    ]
+
+
+def _fidelity_warnings(fidelity: list[dict], labels: dict[int, str]) -> list[str]:
+    return [
+        f"{labels[row['arm_id']]} at concurrency {row['level']}: outputs differ from the baseline's in "
+        f"{1 - row['identical_share']:.0%} of prompts, clearly more often than the A/A replicate's "
+        f"(p = {row['p_more_than_replicate']:.3g}). At temperature 0 speculation should not change outputs."
+        for row in fidelity
+        if row["warn"]
+    ]
+
+
+# ---------------------------------------------------------------- per-request series
 
 
 def _cdf(values: list[float]) -> list[float]:
@@ -113,39 +179,59 @@ def _cdf(values: list[float]) -> list[float]:
 
 
 def _per_request_series(experiment: Experiment) -> dict:
-    """Distributions over requests: TPOT and acceptance length CDFs per arm and level, and
-    acceptance along the output per arm."""
-    tpot, tau, steps = defaultdict(list), defaultdict(list), defaultdict(list)
-    rows = RequestRecord.objects.filter(
-        run__experiment=experiment, run__status=Run.Status.SUCCEEDED, error=""
-    ).values_list(
-        "run__arm_id", "run__concurrency", "tpot_ms", "spec_acceptance_length",
-        "spec_accepted_per_step", "spec_proposed_per_step",
-    )  # fmt: skip
-    for arm_id, level, tpot_ms, acceptance_length, accepted, proposed in rows.iterator(chunk_size=5000):
+    """Distributions over requests: TPOT and acceptance length CDFs, and tokens per decode
+    step, per arm and level; tokens per step along the output and conditional acceptance
+    from what was drafted, per arm."""
+    tpot, tau, along, steps = defaultdict(list), defaultdict(list), defaultdict(list), defaultdict(list)
+    emitted, decode = defaultdict(int), defaultdict(int)
+    rows = (
+        RequestRecord.objects.filter(run__experiment=experiment, run__status=Run.Status.SUCCEEDED, error="")
+        .order_by("run_id", "prompt_index")
+        .values_list(
+            "run__arm_id",
+            "run__concurrency",
+            "output_tokens",
+            "tpot_ms",
+            "spec_acceptance_length",
+            "chunk_tokens",
+            "spec_accepted_per_step",
+            "spec_proposed_per_step",
+        )
+    )
+    for arm_id, level, output_tokens, tpot_ms, acceptance_length, chunks, accepted, proposed in rows.iterator(
+        chunk_size=5000
+    ):
+        cell = f"{arm_id}:{level}"
         if tpot_ms is not None:
-            tpot[f"{arm_id}:{level}"].append(tpot_ms)
+            tpot[cell].append(tpot_ms)
         if acceptance_length is not None:
-            tau[f"{arm_id}:{level}"].append(acceptance_length)
-        if accepted:
-            steps[arm_id].append({"accepted_per_step": accepted, "proposed_per_step": proposed})
+            tau[cell].append(acceptance_length)
+        request_steps = stats.decode_steps(output_tokens, accepted)
+        emitted[cell] += max(0, output_tokens - 1)
+        decode[cell] += request_steps
+        along[arm_id].append((chunks, request_steps))
+        if accepted and proposed:
+            steps[arm_id].append((accepted, proposed))
+    along_output = {
+        str(arm_id): stats.tokens_per_step_along_output(r, ALONG_OUTPUT_BUCKET_TOKENS) for arm_id, r in along.items()
+    }
     return {
         "tpot_cdf": {key: _cdf(values) for key, values in tpot.items()},
         "acceptance_length_cdf": {key: _cdf(values) for key, values in tau.items()},
-        "along_output": {
-            str(arm_id): stats.acceptance_along_output(requests, ALONG_OUTPUT_BUCKET_TOKENS)
-            for arm_id, requests in steps.items()
-        },
+        "tokens_per_step": {cell: stats.tokens_per_decode_step(emitted[cell], decode[cell]) for cell in emitted},
+        "along_output": {arm: buckets for arm, (buckets, _) in along_output.items()},
+        "along_output_merged": {arm: merged for arm, (_, merged) in along_output.items()},
         "along_output_bucket_tokens": ALONG_OUTPUT_BUCKET_TOKENS,
+        "conditional_drafted": {
+            str(arm_id): stats.per_position_conditional_from_steps(arm_steps) for arm_id, arm_steps in steps.items()
+        },
     }
 
 
 def _counters_by_level(experiment: Experiment) -> dict:
-    """{(arm_id, level): (drafts, accepted, mean TPOT over repetitions)} from the summaries."""
+    """{(arm_id, level): (drafts, accepted, mean TPOT over blocks)} from the summaries."""
     pooled = defaultdict(lambda: [0, 0, []])
-    for s in RunSummary.objects.filter(run__experiment=experiment, run__status=Run.Status.SUCCEEDED).select_related(
-        "run"
-    ):
+    for s in RunSummary.objects.succeeded_of(experiment).select_related("run").order_by("run_id"):
         cell = pooled[(s.run.arm_id, s.run.concurrency)]
         cell[0] += s.spec_num_drafts or 0
         cell[1] += s.spec_num_accepted_tokens or 0
@@ -154,16 +240,17 @@ def _counters_by_level(experiment: Experiment) -> dict:
     return {key: (d, a, sum(t) / len(t) if t else None) for key, (d, a, t) in pooled.items()}
 
 
-def _predicted_series(experiment, baseline, arms, speedups) -> dict:
-    """Leviathan et al.'s predicted TPOT speedup per level against the measured one.
+def _extrapolated_series(experiment, baseline, arms, cells) -> dict:
+    """Leviathan et al.'s formula driven by τ, with the cost ratio c fitted at the lowest level.
 
-    The cost ratio c is estimated once per arm, at its lowest concurrency level, from the
-    TPOTs there (stats.estimate_cost_ratio); the prediction at that level therefore equals
-    the measurement, and at higher levels the gap shows what batching did to the cost of
-    speculation that the acceptance alone does not explain.
+    Since c comes from the same TPOTs it is compared with, this is not an independent
+    prediction: at the lowest level it equals the measurement by construction, and at the
+    levels above it extrapolates that level by the change in τ. The gap to the measurement
+    there is cost that acceptance does not explain. It becomes a prediction only when c is
+    measured on its own (a calibration of the proposer).
     """
     counters = _counters_by_level(experiment)
-    measured = {(s.arm_id, s.concurrency): s.point for s in speedups if s.metric == Metric.TPOT}
+    measured = {(c.arm, c.level): c.estimate.point for c in cells if c.metric == Metric.TPOT}
     levels = sorted(experiment.concurrency_levels)
     series = {}
     for arm in arms:
@@ -191,61 +278,118 @@ def _predicted_series(experiment, baseline, arms, speedups) -> dict:
     return series
 
 
+# ---------------------------------------------------------------- warnings
+
+
 def _environment_warnings(experiment: Experiment) -> list[str]:
-    fields = {"host_name": "worker host", "vllm_version": "vLLM version", "torch_version": "torch version",
-              "gpu_name": "GPU", "cpu_model": "CPU"}  # fmt: skip
+    fields = {
+        "host_name": "worker host",
+        "vllm_version": "vLLM version",
+        "torch_version": "torch version",
+        "gpu_name": "GPU",
+        "cpu_model": "CPU",
+    }
     snapshots = EnvironmentSnapshot.objects.filter(run__experiment=experiment).values("run__arm__label", *fields)
     warnings = []
-    for field, name in fields.items():
+    for name_field, name in fields.items():
         seen = defaultdict(set)
         for snap in snapshots:
-            seen[snap[field]].add(snap["run__arm__label"])
+            seen[snap[name_field]].add(snap["run__arm__label"])
         if len(seen) > 1:
-            detail = "; ".join(f"{value or 'unknown'}: {', '.join(sorted(arms))}" for value, arms in seen.items())
+            detail = "; ".join(
+                f"{value or 'unknown'}: {', '.join(sorted(arms))}" for value, arms in sorted(seen.items())
+            )
             warnings.append(f"The arms did not all run with the same {name} ({detail}).")
     return warnings
 
 
-def _measurement_warnings(experiment: Experiment, speedups) -> list[str]:
+def _design_warnings(experiment: Experiment) -> list[str]:
     warnings = []
-    few = sorted({s.concurrency for s in speedups if s.metric == Metric.TPOT and 0 < s.n_pairs < FEW_PAIRS})
-    if few:
+    if experiment.repetitions < verdicts.MIN_BLOCKS:
         warnings.append(
-            f"Fewer than {FEW_PAIRS} paired requests at concurrency {', '.join(map(str, few))}: "
-            "the intervals there say little."
+            f"{experiment.repetitions} block(s): the page shows estimates but no verdicts; "
+            f"at least {verdicts.MIN_BLOCKS} repetitions are needed to call an arm faster, slower or equivalent."
         )
-    if experiment.repetitions < 2:
-        warnings.append("One repetition: throughput speedups have no interval and run-to-run spread is unknown.")
+    if not experiment.server_per_block:
+        warnings.append(
+            "One server per arm for all blocks: the intervals leave out the variance between server starts, "
+            "and the arms did not interleave, so drift of the host is confounded with the arm."
+        )
+    if experiment.request_rate:
+        warnings.append(
+            "Requests arrived at a fixed Poisson rate: throughput then measures the arrival rate, "
+            "so it gets no verdict."
+        )
+    return warnings
+
+
+def _run_warnings(experiment: Experiment) -> list[str]:
+    warnings = []
     failed_runs = experiment.runs.filter(status=Run.Status.FAILED).count()
     if failed_runs:
-        warnings.append(f"{failed_runs} run(s) failed; their cells are missing from the comparison.")
+        warnings.append(f"{failed_runs} run(s) failed; their blocks are missing from the comparison.")
     failed_requests = RequestRecord.objects.filter(run__experiment=experiment).exclude(error="").count()
     if failed_requests:
-        warnings.append(f"{failed_requests} request(s) failed and are left out of latencies and speedups.")
+        warnings.append(
+            f"{failed_requests} request(s) failed. Where the arm and the baseline failed different numbers, "
+            "that level gets no verdict."
+        )
+    low = sorted(
+        {
+            s.run.concurrency
+            for s in RunSummary.objects.succeeded_of(experiment).select_related("run")
+            if s.achieved_concurrency is not None
+            and s.achieved_concurrency < LOW_ACHIEVED_CONCURRENCY * s.run.concurrency
+        }
+    )
+    if low:
+        warnings.append(
+            f"At concurrency {', '.join(map(str, low))} some runs reached less than "
+            f"{LOW_ACHIEVED_CONCURRENCY:.0%} of the nominal level (sum of E2E / duration): too few requests "
+            "were in flight for that level to be measured as named."
+        )
     return warnings
+
+
+# ---------------------------------------------------------------- the whole analysis
 
 
 @transaction.atomic
 def experiment_analyse(*, experiment: Experiment) -> ExperimentAnalysis:
-    """Compute and store the speedups, verdicts, chart series and warnings. Replaces any
-    earlier analysis of the same experiment."""
+    """Compute and store the speedups, verdicts, fidelity, chart series and warnings.
+    Replaces any earlier analysis of the same experiment."""
     arms = list(experiment.arms.order_by("position"))
-    baseline = next(arm for arm in arms if arm.method == Arm.Method.BASELINE)
-    speculative = [arm for arm in arms if arm.id != baseline.id]
-    speedups = _speedup_rows(experiment, baseline, speculative)
+    baseline = next(arm for arm in arms if arm.is_baseline)
+    compared = [arm for arm in arms if arm.id != baseline.id]
+    runs = load_runs(experiment)
+    cells = inference.speedup_cells(
+        runs,
+        baseline=baseline.id,
+        arms=[arm.id for arm in compared],
+        levels=experiment.concurrency_levels,
+        margin=experiment.equivalence_margin,
+        metrics=[str(m) for m in (*REQUEST_COLUMNS, *RUN_COLUMNS)],
+        fixed_arrival_rate=bool(experiment.request_rate),
+    )
     SpeedupEstimate.objects.filter(experiment=experiment).delete()
-    SpeedupEstimate.objects.bulk_create(speedups)
+    SpeedupEstimate.objects.bulk_create(_estimate_row(experiment, cell) for cell in cells)
+    speculative = [arm for arm in compared if arm.is_speculative]
+    fidelity = _fidelity(experiment, runs, baseline, compared)
     series = _per_request_series(experiment) | {
-        "predicted": _predicted_series(experiment, baseline, speculative, speedups)
+        "predicted": _extrapolated_series(experiment, baseline, speculative, cells)
     }
+    labels = {arm.id: arm.label for arm in arms}
     analysis, _ = ExperimentAnalysis.objects.update_or_create(
         experiment=experiment,
         defaults={
-            "verdicts": _verdicts(speculative, speedups),
+            "verdicts": _verdicts(experiment, compared, cells),
             "series": series,
+            "fidelity": fidelity,
             "warnings": experiment.protocol_warnings()
+            + _design_warnings(experiment)
             + _environment_warnings(experiment)
-            + _measurement_warnings(experiment, speedups),
+            + _run_warnings(experiment)
+            + _fidelity_warnings(fidelity, labels),
         },
     )
     return analysis

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from django.db.models import QuerySet
 
 from experiments.models import Experiment, RequestRecord, RunSummary
+from experiments.tokens import unpack_token_ids
 
 # Columns that say which cell a row belongs to, then every column of the row's table.
 EXPORT_RUN_COLUMNS = {
@@ -62,17 +63,23 @@ class _Echo:
         return line
 
 
+def _plain(value):
+    """A stored value as the downloads give it: packed token ids as a list of ids."""
+    return unpack_token_ids(value) if isinstance(value, bytes | memoryview) else value
+
+
 def csv_lines(export: Export) -> Iterator[str]:
     writer = csv.writer(_Echo())
     yield writer.writerow(export.columns)
     for row in export.rows.iterator(chunk_size=EXPORT_CHUNK_ROWS):
-        yield writer.writerow([json.dumps(value) if isinstance(value, list) else value for value in row])
+        values = map(_plain, row)
+        yield writer.writerow([json.dumps(value) if isinstance(value, list) else value for value in values])
 
 
 def json_lines(export: Export) -> Iterator[str]:
     separator = "[\n"
     for row in export.rows.iterator(chunk_size=EXPORT_CHUNK_ROWS):
-        yield separator + json.dumps(dict(zip(export.columns, row, strict=True)))
+        yield separator + json.dumps(dict(zip(export.columns, map(_plain, row), strict=True)))
         separator = ",\n"
     yield "[]\n" if separator == "[\n" else "\n]\n"
 

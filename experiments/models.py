@@ -203,6 +203,13 @@ class RunQuerySet(models.QuerySet):
     def succeeded(self) -> "RunQuerySet":
         return self.filter(status=Run.Status.SUCCEEDED)
 
+    def in_execution_order(self, *, server_per_block: bool) -> "RunQuerySet":
+        """The order the worker runs them in (experiments/schedule.py): block by block, each
+        block's arms in their drawn order; with one server per arm, arm by arm."""
+        if server_per_block:
+            return self.order_by("repetition", "block_position", "level_position")
+        return self.order_by("block_position", "repetition", "level_position")
+
 
 class Run(models.Model):
     """One arm at one concurrency level in one repetition (block).

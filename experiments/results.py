@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from django.db import connection
 from django.db.models import Avg, Count, Max, Min, Sum
 
-from experiments import stats
+from experiments import stats, verdicts
 from experiments.models import Experiment, ExperimentAnalysis, Run, RunSummary, SpeedupEstimate
 
 BASELINE_COLOUR = "#6e7781"
+REPLICATE_COLOUR = "#000000"
 # Okabe–Ito (colour-blind safe) first, then two darker tones: MAX_ARMS speculative arms.
 ARM_COLOURS = ("#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#882255", "#1f2328")
 LATENCY_METRICS = ("ttft", "tpot", "e2e")
@@ -22,6 +23,7 @@ PERCENTILES = ("p50", "p90", "p99")
 LATENCY_COLUMNS = tuple(f"{metric}_{p}_ms" for metric in LATENCY_METRICS for p in PERCENTILES)
 SPREAD_COLUMNS = (
     *LATENCY_COLUMNS, "itl_p50_ms", "tokens_per_chunk_mean", "output_throughput", "request_throughput", "goodput",
+    "achieved_concurrency",
 )  # fmt: skip
 SPEEDUP_METRICS = (SpeedupEstimate.Metric.TPOT, SpeedupEstimate.Metric.E2E, SpeedupEstimate.Metric.OUTPUT_THROUGHPUT)
 
@@ -34,6 +36,8 @@ class ArmStyle:
     label: str
     is_baseline: bool
     colour: str
+    is_replicate: bool = False
+    is_speculative: bool = False
 
 
 @dataclass(frozen=True)
@@ -58,10 +62,17 @@ class Cell:
     spread: dict[str, Spread]
     drafts: int | None
     accepted: int | None
+    tokens_per_step: float | None = None  # from the stored analysis (per-request step counts)
 
     @property
     def acceptance_length(self) -> float | None:
         return stats.acceptance_length(self.accepted, self.drafts)
+
+    @property
+    def low_concurrency(self) -> bool:
+        """Some run reached less than 90 % of the nominal level (sum of E2E / duration)."""
+        lowest = self.spread["achieved_concurrency"].min
+        return lowest is not None and lowest < 0.9 * self.level
 
 
 @dataclass(frozen=True)
@@ -73,10 +84,68 @@ class PositionAcceptance:
     accepted: list[int]
     unconditional: list[float | None]
     conditional: list[float | None]
+    # (accepted, at stake) per position from what each step actually drafted (stored analysis)
+    drafted: list[tuple[int, int]] = ()
+
+    @property
+    def conditional_drafted(self) -> list[float | None]:
+        return [accepted / at_stake if at_stake else None for accepted, at_stake in self.drafted]
 
     @property
     def rows(self) -> list[tuple]:
-        return list(zip(range(len(self.accepted)), self.accepted, self.unconditional, self.conditional, strict=True))
+        drafted = self.conditional_drafted
+        return [
+            (i, accepted, self.unconditional[i], self.conditional[i], drafted[i] if i < len(drafted) else None)
+            for i, accepted in enumerate(self.accepted)
+        ]
+
+
+# The outcome words as the grid shows them: a symbol beside the word, so that colour is
+# never the only signal; the colours are Okabe–Ito (colour-blind safe) and greys.
+OUTCOME_STYLE = {
+    verdicts.FASTER: ("▲", "faster"),
+    verdicts.SLOWER: ("▼", "slower"),
+    verdicts.EQUIVALENT: ("=", "equivalent"),
+    verdicts.INCONCLUSIVE: ("?", "inconclusive"),
+}
+
+
+@dataclass(frozen=True)
+class GridCell:
+    """One arm at one level in the verdict grid: the outcome word and the stored estimate."""
+
+    level: int
+    estimate: SpeedupEstimate | None
+
+    @property
+    def outcome(self) -> str:
+        return self.estimate.outcome if self.estimate else verdicts.NO_DATA
+
+    @property
+    def symbol(self) -> str:
+        return OUTCOME_STYLE.get(self.outcome, ("·", ""))[0]
+
+    @property
+    def is_call(self) -> bool:
+        return self.outcome in verdicts.CALLS
+
+    @property
+    def reason(self) -> str:
+        return verdicts.NO_CALL_REASON.get(self.outcome, "")
+
+    @property
+    def figure(self) -> str:
+        if self.estimate is None:
+            return "–"
+        e = self.estimate
+        return verdicts.figure(stats.RatioEstimate(e.point, e.ci_low, e.ci_high))
+
+    @property
+    def failures(self) -> str:
+        e = self.estimate
+        return (
+            f"failed {e.failed_arm} / baseline {e.failed_baseline}" if e and (e.failed_arm or e.failed_baseline) else ""
+        )
 
 
 @dataclass(frozen=True)
@@ -88,27 +157,56 @@ class Results:
     speedups: list[SpeedupEstimate]
     analysis: ExperimentAnalysis | None
     slos: list[str]  # the SLOs set, e.g. "TPOT ≤ 50 ms"; goodput is shown only with some
+    margin: float = 0.02
 
     @property
     def has_slos(self) -> bool:
         return bool(self.slos)
 
     @property
-    def speculative_arms(self) -> list[ArmStyle]:
+    def margin_label(self) -> str:
+        return f"{self.margin:.0%}" if round(self.margin * 100, 6).is_integer() else f"{self.margin:.1%}"
+
+    @property
+    def compared_arms(self) -> list[ArmStyle]:
+        """Every arm compared with the baseline: the A/A replicate and the speculative arms."""
         return [arm for arm in self.arms if not arm.is_baseline]
+
+    @property
+    def speculative_arms(self) -> list[ArmStyle]:
+        return [arm for arm in self.arms if arm.is_speculative]
 
     @property
     def verdicts_by_arm(self) -> list[tuple[ArmStyle, list[dict]]]:
         verdicts = self.analysis.verdicts if self.analysis else []
-        return [(arm, [v for v in verdicts if v["arm_id"] == arm.id]) for arm in self.speculative_arms]
+        return [(arm, [v for v in verdicts if v["arm_id"] == arm.id]) for arm in self.compared_arms]
+
+    def _by_cell(self) -> dict:
+        return {(s.arm_id, s.concurrency, s.metric): s for s in self.speedups}
+
+    @property
+    def grids(self) -> list[tuple[str, str, list[tuple[ArmStyle, list[GridCell]]]]]:
+        """Per verdict metric (value, name): the grid of arms × levels."""
+        by_cell = self._by_cell()
+        return [
+            (
+                str(metric),
+                SpeedupEstimate.Metric(metric).label,
+                [
+                    (arm, [GridCell(level, by_cell.get((arm.id, level, metric))) for level in self.levels])
+                    for arm in self.compared_arms
+                ],
+            )
+            for metric in SPEEDUP_METRICS
+        ]
 
     @property
     def speedup_rows(self) -> list[tuple]:
-        """(arm, level, estimate per SPEEDUP_METRICS …) for every speculative arm and level."""
-        by_cell = {(s.arm_id, s.concurrency, s.metric): s for s in self.speedups}
+        """(arm, level, estimate per SPEEDUP_METRICS …) for every compared arm and level."""
+        by_cell = self._by_cell()
         return [
             (arm, level, *(by_cell.get((arm.id, level, metric)) for metric in SPEEDUP_METRICS))
-            for arm in self.speculative_arms
+            for arm in self.compared_arms
             for level in self.levels
             if any((arm.id, level, metric) in by_cell for metric in SPEEDUP_METRICS)
         ]
@@ -116,7 +214,18 @@ class Results:
     @property
     def along_output_rows(self) -> list[tuple[ArmStyle, int, float, int]]:
         series = self.analysis.series.get("along_output", {}) if self.analysis else {}
-        return [(arm, *bucket) for arm in self.speculative_arms for bucket in series.get(str(arm.id), [])]
+        return [(arm, *bucket) for arm in self.arms for bucket in series.get(str(arm.id), [])]
+
+    @property
+    def along_output_merged(self) -> int:
+        series = self.analysis.series.get("along_output_merged", {}) if self.analysis else {}
+        return sum(series.values())
+
+    @property
+    def fidelity_rows(self) -> list[tuple[ArmStyle, dict]]:
+        rows = self.analysis.fidelity if self.analysis else []
+        by_id = {arm.id: arm for arm in self.arms}
+        return [(by_id[row["arm_id"]], row) for row in rows if row["arm_id"] in by_id]
 
     @property
     def predicted_rows(self) -> list[tuple[ArmStyle, dict, dict]]:
@@ -133,7 +242,17 @@ class Results:
         series = self.analysis.series if self.analysis else {}
         verdicts = self.analysis.verdicts if self.analysis else []
         return {
-            "arms": [{"id": a.id, "label": a.label, "baseline": a.is_baseline, "colour": a.colour} for a in self.arms],
+            "arms": [
+                {
+                    "id": a.id,
+                    "label": a.label,
+                    "baseline": a.is_baseline,
+                    "replicate": a.is_replicate,
+                    "speculative": a.is_speculative,
+                    "colour": a.colour,
+                }
+                for a in self.arms
+            ],
             "levels": self.levels,
             "has_slos": self.has_slos,
             "cells": [
@@ -152,10 +271,12 @@ class Results:
                     "point": s.point,
                     "lo": s.ci_low,
                     "hi": s.ci_high,
+                    "outcome": s.outcome,
                 }
                 for s in self.speedups
             ],
-            "break_even": [{"arm": v["arm_id"], "metric": v["metric"], "level": v["break_even"]} for v in verdicts],
+            "margin": self.margin,
+            "break_even": [{"arm": v["arm_id"], "metric": v["metric"]} | v["break_even"] for v in verdicts],
             "tpot_cdf": series.get("tpot_cdf", {}),
             "acceptance_length_cdf": series.get("acceptance_length_cdf", {}),
             "along_output": series.get("along_output", {}),
@@ -169,16 +290,22 @@ def arm_styles(*, experiment: Experiment) -> list[ArmStyle]:
     for arm in experiment.arms.order_by("position"):
         if arm.is_baseline:
             colour = BASELINE_COLOUR
+        elif arm.is_replicate:
+            colour = REPLICATE_COLOUR
         else:
             colour = ARM_COLOURS[speculative % len(ARM_COLOURS)]
             speculative += 1
-        arms.append(ArmStyle(arm.id, arm.label, arm.is_baseline, colour))
+        arms.append(ArmStyle(arm.id, arm.label, arm.is_baseline, colour, arm.is_replicate, arm.is_speculative))
     return arms
 
 
-def summary_cells(*, experiment: Experiment, arms: list[ArmStyle]) -> list[Cell]:
+def summary_cells(
+    *, experiment: Experiment, arms: list[ArmStyle], tokens_per_step: dict[str, float | None] | None = None
+) -> list[Cell]:
     """Mean, min and max of every SPREAD_COLUMNS column over the repetitions, per arm and level,
-    with the spec counters summed: one grouped query over RunSummary."""
+    with the spec counters summed: one grouped query over RunSummary. `tokens_per_step`
+    ("arm:level" -> value) comes from the stored analysis."""
+    tokens_per_step = tokens_per_step or {}
     aggregates = {}
     for column in SPREAD_COLUMNS:
         aggregates |= {f"{column}__mean": Avg(column), f"{column}__min": Min(column), f"{column}__max": Max(column)}
@@ -199,6 +326,7 @@ def summary_cells(*, experiment: Experiment, arms: list[ArmStyle]) -> list[Cell]
             spread={c: Spread(row[f"{c}__mean"], row[f"{c}__min"], row[f"{c}__max"]) for c in SPREAD_COLUMNS},
             drafts=row["drafts"],
             accepted=row["accepted"],
+            tokens_per_step=tokens_per_step.get(f"{row['run__arm_id']}:{row['run__concurrency']}"),
         )
         for row in rows
     ]
@@ -217,9 +345,14 @@ ORDER BY run.arm_id, pos.i
 """
 
 
-def acceptance_by_position(*, experiment: Experiment, arms: list[ArmStyle]) -> list[PositionAcceptance]:
+def acceptance_by_position(
+    *, experiment: Experiment, arms: list[ArmStyle], drafted: dict[str, list] | None = None
+) -> list[PositionAcceptance]:
     """Per speculative arm, accepted tokens at each draft position pooled over its succeeded
-    runs (all levels and repetitions), as vLLM's unconditional rate and as the conditional one."""
+    runs (all levels and repetitions), as vLLM's unconditional rate and as the conditional
+    one; `drafted` (arm id -> [(accepted, at stake)]) from the stored analysis adds the
+    conditional rate from what each step actually drafted."""
+    drafted = drafted or {}
     pooled = defaultdict(lambda: {"drafts": 0, "accepted": []})
     with connection.cursor() as cursor:
         cursor.execute(_POSITION_SQL, [experiment.id, Run.Status.SUCCEEDED])
@@ -234,6 +367,7 @@ def acceptance_by_position(*, experiment: Experiment, arms: list[ArmStyle]) -> l
             accepted=pooled[arm.id]["accepted"],
             unconditional=stats.per_position_unconditional(pooled[arm.id]["accepted"], pooled[arm.id]["drafts"]),
             conditional=stats.per_position_conditional(pooled[arm.id]["accepted"], pooled[arm.id]["drafts"]),
+            drafted=[tuple(pair) for pair in drafted.get(str(arm.id), [])],
         )
         for arm in arms
         if arm.id in pooled and pooled[arm.id]["drafts"]
@@ -247,10 +381,11 @@ def results_for_experiment(*, experiment: Experiment) -> Results | None:
     analysis: a fixed number of queries, and never the per-request rows.
     """
     arms = arm_styles(experiment=experiment)
-    cells = summary_cells(experiment=experiment, arms=arms)
+    analysis = ExperimentAnalysis.objects.filter(experiment=experiment).first()
+    series = analysis.series if analysis else {}
+    cells = summary_cells(experiment=experiment, arms=arms, tokens_per_step=series.get("tokens_per_step"))
     if not cells:
         return None
-    analysis = ExperimentAnalysis.objects.filter(experiment=experiment).first()
     speedups = SpeedupEstimate.objects.filter(experiment=experiment, metric__in=SPEEDUP_METRICS).order_by(
         "arm__position", "concurrency"
     )
@@ -258,8 +393,9 @@ def results_for_experiment(*, experiment: Experiment) -> Results | None:
         arms=arms,
         levels=sorted(experiment.concurrency_levels),
         cells=cells,
-        acceptance=acceptance_by_position(experiment=experiment, arms=arms),
+        acceptance=acceptance_by_position(experiment=experiment, arms=arms, drafted=series.get("conditional_drafted")),
         speedups=list(speedups) if analysis else [],
         analysis=analysis,
         slos=experiment.slo_labels,
+        margin=experiment.equivalence_margin,
     )

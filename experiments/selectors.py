@@ -132,7 +132,9 @@ def experiment_environment(*, experiment: Experiment) -> Environment | None:
 
 
 def experiment_runs(*, experiment: Experiment) -> QuerySet[Run]:
-    return experiment.runs.select_related("arm").order_by("arm__position", "repetition", "concurrency")
+    """The runs in the order the worker executes them: the block schedule."""
+    runs = experiment.runs.select_related("arm")
+    return runs.in_execution_order(server_per_block=experiment.server_per_block)
 
 
 def experiment_progress(*, experiment: Experiment) -> Progress:

@@ -1,33 +1,30 @@
 """Statistics for comparing a speculative arm with the baseline.
 
-Plain Python on lists and dicts (no Django, no numpy) so every function can be checked
-against a hand-computed case. Metric definitions: docs/metrics.md.
+Plain Python on lists and dicts (no Django), so every function can be checked against a
+hand-computed case; scipy supplies Student's t quantiles and Fisher's exact test. Metric
+definitions: docs/metrics.md; the measurement design and why the interval is built this
+way: docs/verdicts.md.
 
 Speedup convention: a value above 1 always means the arm is better. For latencies it is
 baseline / arm, for throughputs arm / baseline (`higher_is_better=True`).
 """
 
-import itertools
 import math
-import random
 import statistics
 from collections import defaultdict
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import pairwise
+
+from scipy import stats as scipy_stats
 
 CONFIDENCE = 0.95
-N_RESAMPLES = 2000
-
-FASTER = "faster"
-SLOWER = "slower"
-INDISTINGUISHABLE = "indistinguishable"
-NO_INTERVAL = "no interval"
-NO_DATA = "no data"
 
 
 # ---------------------------------------------------------------- descriptive statistics
 
 
-def percentile(values, q):
+def percentile(values: Iterable[float], q: float) -> float | None:
     """The q-th percentile (q in [0, 100]) with linear interpolation; None for no values.
 
     Same as numpy's default method "linear" (Hyndman & Fan type 7): sort the n values,
@@ -46,7 +43,7 @@ def percentile(values, q):
     return float(ordered[low] + (rank - low) * (ordered[low + 1] - ordered[low]))
 
 
-def summarise(values):
+def summarise(values: Iterable[float | None]) -> dict[str, float | None]:
     """{"mean", "p50", "p90", "p99"} of the values that are not None; all None when there are none."""
     present = [v for v in values if v is not None]
     if not present:
@@ -62,19 +59,19 @@ def summarise(values):
 # ---------------------------------------------------------------- per-request latency
 
 
-def tpot_ms(ttft_ms, e2e_ms, output_tokens):
+def tpot_ms(ttft_ms: float | None, e2e_ms: float | None, output_tokens: int | None) -> float | None:
     """Time per output token after the first: (E2E - TTFT) / (output tokens - 1); None for <= 1 token."""
     if ttft_ms is None or e2e_ms is None or output_tokens is None or output_tokens <= 1:
         return None
     return (e2e_ms - ttft_ms) / (output_tokens - 1)
 
 
-def itl_ms(chunk_times_ms):
+def itl_ms(chunk_times_ms: Sequence[float]) -> list[float]:
     """Gaps between consecutive streamed chunks (not per token: a chunk may carry several)."""
-    return [later - earlier for earlier, later in itertools.pairwise(chunk_times_ms)]
+    return [later - earlier for earlier, later in pairwise(chunk_times_ms)]
 
 
-def tokens_per_chunk(chunk_tokens):
+def tokens_per_chunk(chunk_tokens: Sequence[int]) -> float | None:
     """Mean number of tokens a streamed chunk carried; None for no chunks."""
     if not chunk_tokens:
         return None
@@ -84,76 +81,137 @@ def tokens_per_chunk(chunk_tokens):
 # ---------------------------------------------------------------- acceptance
 
 
-def acceptance_rate(accepted, draft_tokens):
+def acceptance_rate(accepted: int | None, draft_tokens: int | None) -> float | None:
     """vLLM's draft acceptance rate: accepted draft tokens / proposed draft tokens."""
     if not draft_tokens:
         return None
     return accepted / draft_tokens
 
 
-def acceptance_length(accepted, drafts):
+def acceptance_length(accepted: int | None, drafts: int | None) -> float | None:
     """Mean acceptance length tau = 1 + accepted / drafts (the 1 is the bonus token)."""
     if not drafts:
         return None
     return 1 + accepted / drafts
 
 
-def per_position_unconditional(accepted_per_pos, drafts):
+def decode_steps(output_tokens: int, accepted_per_step: Sequence[int] | None) -> int:
+    """The engine steps that produced a request's output after its first token.
+
+    Without speculation every decode step emits one token: output tokens - 1 steps. With
+    it, vLLM's per-request `per_step_accepted` lists the steps that drafted something,
+    each emitting accepted + 1 tokens; steps that drafted nothing (an n-gram or suffix
+    lookup without a match) are not listed and emit one token each, so they are the
+    tokens left over. The list can end with a step whose tokens were cut off at
+    max_tokens (vLLM counts its acceptances anyway): steps after the output was complete
+    are not counted.
+    """
+    emitted = max(0, output_tokens - 1)
+    produced = steps = 0
+    for accepted in accepted_per_step or ():
+        if produced >= emitted:
+            break
+        produced += accepted + 1
+        steps += 1
+    return steps + max(0, emitted - produced)
+
+
+def tokens_per_decode_step(tokens_after_first: int, steps: int) -> float | None:
+    """Output tokens after each request's first (which prefill produces) per decode step,
+    summed over requests; None without steps.
+
+    Unlike tau, the steps on which the proposer drafted nothing count: this is what the
+    decoding speed depends on. 1 for plain decoding.
+    """
+    if steps <= 0:
+        return None
+    return tokens_after_first / steps
+
+
+def per_position_unconditional(accepted_per_pos: Sequence[int], drafts: int | None) -> list[float | None]:
     """accepted_at_pos[i] / drafts: the share of drafts accepted at least up to position i (vLLM's figure)."""
     if not drafts:
         return [None] * len(accepted_per_pos)
     return [count / drafts for count in accepted_per_pos]
 
 
-def per_position_conditional(accepted_per_pos, drafts):
+def per_position_conditional(accepted_per_pos: Sequence[int], drafts: int | None) -> list[float | None]:
     """P(accept position i | accepted position i - 1): pos[0] / drafts, then pos[i] / pos[i - 1].
 
-    None where the previous position was never accepted.
+    From vLLM's counters, which assume every draft has the full length. None where the
+    previous position was never accepted.
     """
-    previous = [drafts, *list(accepted_per_pos[:-1])]
+    previous = [drafts, *accepted_per_pos[:-1]]
     return [count / prev if prev else None for count, prev in zip(accepted_per_pos, previous, strict=True)]
 
 
-def acceptance_along_output(requests, bucket_tokens):
-    """Mean accepted draft tokens per verify step against the position in the output.
+def per_position_conditional_from_steps(
+    steps: Iterable[tuple[Sequence[int], Sequence[int]]],
+) -> list[tuple[int, int]]:
+    """Conditional acceptance from what was actually drafted at each position.
 
-    `requests` holds mappings with "accepted_per_step" (ints) and optionally
-    "proposed_per_step" (ints or None). The first output token comes from prefill, so
-    the first verify step starts at output index 1; each step then advances the index by
-    accepted + 1 (the bonus or corrected token). A step is put in the bucket of the index
-    it starts at. Steps that proposed no draft token still advance the index by one but
-    are left out of the mean: they say nothing about acceptance.
+    `steps` yields one request's (accepted_per_step, drafted_per_step) arrays. Position i
+    of a step was *at stake* when the step drafted more than i tokens and accepted the
+    first i; it was *accepted* when the step accepted more than i. Returns
+    [(accepted, at_stake)] per position: their ratio is P(accept i | i drafted and every
+    earlier position accepted). Methods with a variable draft length (n-gram lookup, which
+    may propose fewer than k tokens) are read correctly, unlike from the counters.
+    """
+    accepted_at: dict[int, int] = defaultdict(int)
+    at_stake: dict[int, int] = defaultdict(int)
+    for accepted_per_step, drafted_per_step in steps:
+        if len(accepted_per_step) != len(drafted_per_step):
+            raise ValueError("accepted_per_step and drafted_per_step differ in length")
+        for accepted, drafted in zip(accepted_per_step, drafted_per_step, strict=True):
+            for position in range(min(accepted + 1, drafted)):
+                at_stake[position] += 1
+                accepted_at[position] += position < accepted
+    length = max(at_stake, default=-1) + 1
+    return [(accepted_at[i], at_stake[i]) for i in range(length)]
 
-    Returns [(bucket_start, mean_accepted, n_steps)] sorted by bucket_start, empty
-    buckets left out.
+
+def tokens_per_step_along_output(
+    requests: Iterable[tuple[Sequence[int], int]], bucket_tokens: int
+) -> tuple[list[tuple[int, float, int]], int]:
+    """Tokens per decode step against the position in the output, from the streamed chunks.
+
+    `requests` yields (chunk_tokens, decode steps) per request. vLLM streams one chunk per
+    engine step unless the client falls behind, when it merges several steps into one
+    chunk; a request is used only when its chunks after the first number exactly its
+    decode steps (see decode_steps), so every chunk is one step: the accepted draft tokens
+    plus the bonus or corrected token, or a single token on a step that drafted nothing.
+    The first chunk comes from prefill and is left out. A step is put in the bucket of
+    the output index where it starts (the first decode step starts at index 1).
+
+    Returns ([(bucket_start, mean tokens per step, steps)] sorted by bucket_start, the
+    number of requests left out because their chunks were merged).
     """
     if bucket_tokens < 1:
         raise ValueError("bucket_tokens must be at least 1")
-    totals = defaultdict(lambda: [0, 0])
-    for request in requests:
-        accepted = request["accepted_per_step"] or []
-        proposed = request.get("proposed_per_step") or [None] * len(accepted)
-        if len(proposed) != len(accepted):
-            raise ValueError("accepted_per_step and proposed_per_step differ in length")
-        index = 1
-        for step_accepted, step_proposed in zip(accepted, proposed, strict=True):
-            if step_proposed != 0:
-                bucket = totals[index // bucket_tokens * bucket_tokens]
-                bucket[0] += step_accepted
-                bucket[1] += 1
-            index += step_accepted + 1
-    return [(start, total / steps, steps) for start, (total, steps) in sorted(totals.items())]
+    totals: dict[int, list[int]] = defaultdict(lambda: [0, 0])
+    merged = 0
+    for chunks, steps in requests:
+        if len(chunks) - 1 != steps:
+            merged += 1
+            continue
+        index = chunks[0] if chunks else 0
+        for tokens in chunks[1:]:
+            bucket = totals[index // bucket_tokens * bucket_tokens]
+            bucket[0] += tokens
+            bucket[1] += 1
+            index += tokens
+    return [(start, total / n, n) for start, (total, n) in sorted(totals.items())], merged
 
 
 # ---------------------------------------------------------------- Leviathan et al. 2023
 
 
-def _expected_tokens_per_step(alpha, gamma):
+def _expected_tokens_per_step(alpha: float, gamma: int) -> float:
     # (1 - a^(g+1)) / (1 - a) written as a sum, which stays exact at a = 1.
     return sum(alpha**i for i in range(gamma + 1))
 
 
-def alpha_from_tau(tau, gamma):
+def alpha_from_tau(tau: float | None, gamma: int) -> float | None:
     """Per-token acceptance alpha that solves (1 - a^(g+1)) / (1 - a) = tau, by bisection.
 
     The left side rises from 1 (a = 0) to g + 1 (a -> 1), so tau <= 1 gives 0.0 and
@@ -177,7 +235,7 @@ def alpha_from_tau(tau, gamma):
     return (low + high) / 2
 
 
-def predicted_speedup(alpha, gamma, c):
+def predicted_speedup(alpha: float, gamma: int, c: float) -> float:
     """Leviathan et al.'s walltime improvement (1 - a^(g+1)) / ((1 - a)(g c + 1)); (g+1)/(g c+1) at a = 1."""
     if not 0 <= alpha <= 1:
         raise ValueError(f"alpha must be in [0, 1], got {alpha}")
@@ -186,7 +244,9 @@ def predicted_speedup(alpha, gamma, c):
     return _expected_tokens_per_step(alpha, gamma) / (gamma * c + 1)
 
 
-def estimate_cost_ratio(baseline_tpot_ms, arm_tpot_ms, tau, gamma):
+def estimate_cost_ratio(
+    baseline_tpot_ms: float | None, arm_tpot_ms: float | None, tau: float | None, gamma: int
+) -> float | None:
     """The cost ratio c implied by measured TPOTs at one concurrency level, clamped to >= 0.
 
     Method: the arm emits tau tokens per verify step on average, so one step takes
@@ -197,9 +257,9 @@ def estimate_cost_ratio(baseline_tpot_ms, arm_tpot_ms, tau, gamma):
     This c lumps every cost of speculation (drafting, verifying gamma + 1 positions,
     rejection sampling, scheduling) into the draft cost. Because it is derived from the
     measured speedup, predicted_speedup(alpha_from_tau(tau, gamma), gamma, c) equals the
-    measured baseline TPOT / arm TPOT whenever the clamp does not apply: use it as a
-    diagnostic ("effective cost of a draft token"), not as an independent prediction.
-    None when an input is missing or not positive.
+    measured baseline TPOT / arm TPOT whenever the clamp does not apply: the "prediction"
+    built on it is an extrapolation of the level where c was fitted, not a test of the
+    model. None when an input is missing or not positive.
     """
     if None in (baseline_tpot_ms, arm_tpot_ms, tau) or min(baseline_tpot_ms, arm_tpot_ms, tau) <= 0:
         return None
@@ -207,252 +267,218 @@ def estimate_cost_ratio(baseline_tpot_ms, arm_tpot_ms, tau, gamma):
     return max(0.0, (step_ms / baseline_tpot_ms - 1) / gamma)
 
 
-# ---------------------------------------------------------------- speedup with uncertainty
+# ---------------------------------------------------------------- speedup per block
+
+
+def ratio_of_means(
+    baseline: Mapping[int, float | None], arm: Mapping[int, float | None], *, higher_is_better: bool = False
+) -> tuple[float | None, int]:
+    """One block's speedup from per-request values paired by prompt, and the number of pairs.
+
+    `baseline` and `arm` map prompt_index -> value (e.g. TPOT in ms; None for a request
+    without one). Only prompts both sides have a value for are used, so the two means
+    are over the same prompts. The ratio is baseline mean / arm mean (arm / baseline with
+    `higher_is_better`). None when there is no pair or the denominator's mean is 0.
+    """
+    pairs = [(baseline[k], arm[k]) for k in sorted(baseline.keys() & arm.keys())]
+    pairs = [(b, a) for b, a in pairs if b is not None and a is not None]
+    for b, a in pairs:
+        if b < 0 or a < 0:
+            raise ValueError(f"speedup needs values of at least 0; got {b}, {a}")
+    if not pairs:
+        return None, 0
+    base_sum, arm_sum = sum(b for b, _ in pairs), sum(a for _, a in pairs)
+    return _ratio(base_sum, arm_sum, higher_is_better), len(pairs)
+
+
+def _ratio(baseline_value: float, arm_value: float, higher_is_better: bool) -> float | None:
+    numerator, denominator = (arm_value, baseline_value) if higher_is_better else (baseline_value, arm_value)
+    # No ratio with a zero on either side: a zero numerator has no logarithm, a zero
+    # denominator no finite value.
+    if numerator <= 0 or denominator <= 0:
+        return None
+    return numerator / denominator
+
+
+def run_ratio(baseline_value: float | None, arm_value: float | None, *, higher_is_better: bool = True) -> float | None:
+    """One block's speedup from one value per run (e.g. output throughput)."""
+    if baseline_value is None or arm_value is None:
+        return None
+    return _ratio(baseline_value, arm_value, higher_is_better)
+
+
+# ---------------------------------------------------------------- interval over blocks
 
 
 @dataclass(frozen=True)
-class SpeedupEstimate:
-    """A speedup (above 1: the arm is better) with its percentile bootstrap interval.
+class RatioEstimate:
+    """A speedup (above 1: the arm is better) estimated from one ratio per block.
 
-    lo and hi are None when no interval can be computed; `note` says why.
-    n_pairs is None for run-level estimates (one value per run, no requests to pair).
+    point is the geometric mean of the block ratios; lo and hi bound the 95 % t-interval
+    on the mean log ratio, None with fewer than two blocks. `log_sd` is the standard
+    deviation of the log ratios between blocks (None with fewer than two), the figure the
+    "how many more blocks" advice works from.
     """
 
     point: float | None
     lo: float | None
     hi: float | None
-    n_pairs: int | None
-    n_repetitions: int
+    block_ratios: tuple[float, ...] = field(default_factory=tuple)
+    log_sd: float | None = None
     note: str = ""
 
-    def row(self, level):
-        """(level, point, lo, hi, note): the row shape break_even_concurrency and verdict take."""
-        return (level, self.point, self.lo, self.hi, self.note)
+    @property
+    def n_blocks(self) -> int:
+        return len(self.block_ratios)
+
+    @property
+    def has_interval(self) -> bool:
+        return self.lo is not None and self.hi is not None
 
 
-def _ratio(baseline_total, arm_total, higher_is_better):
-    numerator, denominator = (arm_total, baseline_total) if higher_is_better else (baseline_total, arm_total)
-    # A resample can draw only zero values (e.g. TPOT 0 when a whole output came in one chunk).
-    return numerator / denominator if denominator else math.inf
+def t_quantile(confidence: float, df: int) -> float:
+    """The two-sided Student t critical value: P(|T| <= q) = confidence with df degrees of freedom."""
+    return float(scipy_stats.t.ppf((1 + confidence) / 2, df))
 
 
-def _interval(ratios, confidence):
-    tail = (1 - confidence) / 2 * 100
-    return percentile(ratios, tail), percentile(ratios, 100 - tail)
+def block_interval(block_ratios: Sequence[float], *, confidence: float = CONFIDENCE) -> RatioEstimate:
+    """Speedup and its interval from one ratio per block.
 
+    The block is the unit of replication: in each block every arm ran on a fresh server,
+    in a random order, so the ratios of different blocks are independent measurements
+    that carry the variance between server starts and between runs, and drift of the
+    host becomes noise instead of bias. Requests inside a run share batches and are not
+    independent, so they refine each block's ratio but do not count as samples.
 
-def _paired_by_repetition(baseline, arm):
-    """{repetition: ([baseline values], [arm values])} over the keys both sides have a value for."""
-    pairs = defaultdict(lambda: ([], []))
-    for key in sorted(baseline.keys() & arm.keys()):
-        base_value, arm_value = baseline[key], arm[key]
-        if base_value is None or arm_value is None:
-            continue
-        if base_value < 0 or arm_value < 0:
-            raise ValueError(f"speedup needs values of at least 0; got {base_value}, {arm_value} at {key}")
-        pairs[key[0]][0].append(base_value)
-        pairs[key[0]][1].append(arm_value)
-    return dict(pairs)
-
-
-def _resample_totals(rng, groups):
-    """One two-level resample: repetitions with replacement, then prompts within each."""
-    base_total = arm_total = 0.0
-    for base_values, arm_values in rng.choices(groups, k=len(groups)):
-        picks = rng.choices(range(len(base_values)), k=len(base_values))
-        base_total += sum(map(base_values.__getitem__, picks))
-        arm_total += sum(map(arm_values.__getitem__, picks))
-    return base_total, arm_total
-
-
-def paired_bootstrap_speedup(
-    baseline, arm, *, higher_is_better=False, n_resamples=N_RESAMPLES, confidence=CONFIDENCE, seed=0
-):
-    """Speedup of an arm over the baseline at one concurrency level, from per-request values.
-
-    `baseline` and `arm` map (repetition, prompt_index) -> value (e.g. TPOT in ms; None
-    for a request without one). Only keys where both sides have a value are used, so
-    every pair is the same prompt in the same repetition.
-
-    Point estimate: ratio of means over all pairs (baseline / arm for latencies, arm /
-    baseline with higher_is_better).
-
-    Interval: a two-level (hierarchical) percentile bootstrap. Each resample draws the
-    repetitions with replacement (the same repetition index for both arms), then, within
-    each drawn repetition, draws its prompts with replacement (the same prompt indices for
-    both arms), and takes the ratio of the resampled sums. The outer level carries the
-    run-to-run spread, the inner one the prompt-to-prompt spread while keeping the
-    pairing. Resampling at both levels counts the within-run noise in both and so errs
-    wide; with only 2-3 repetitions the outer level has few distinct draws. With one
-    repetition it reduces to the plain paired bootstrap over prompts. Seeded, so the same
-    inputs give the same interval. Fewer than two pairs give no interval.
-
-    Cost: about 0.3 s for 500 pairs and 2000 resamples on the development machine, and
-    linear in pairs x resamples; compute it once per finished level, not per page view.
+    On the log scale the ratio is a difference, and the t-interval on the mean of n log
+    ratios with n - 1 degrees of freedom is exact when they are normal; it is transformed
+    back, so the point is the geometric mean of the block ratios. With one block: a point,
+    no interval. Ratios must be positive and finite.
     """
-    groups = list(_paired_by_repetition(baseline, arm).values())
-    n_pairs = sum(len(base_values) for base_values, _ in groups)
-    if n_pairs == 0:
-        return SpeedupEstimate(None, None, None, 0, 0, "no paired requests")
-    base_sum = sum(sum(base_values) for base_values, _ in groups)
-    arm_sum = sum(sum(arm_values) for _, arm_values in groups)
-    if base_sum == 0 or arm_sum == 0:
-        return SpeedupEstimate(None, None, None, n_pairs, len(groups), "all values are zero, no ratio")
-    point = _ratio(base_sum, arm_sum, higher_is_better)
-    if n_pairs < 2:
-        return SpeedupEstimate(point, None, None, n_pairs, len(groups), "one paired request, no interval")
-    rng = random.Random(seed)
-    ratios = [_ratio(*_resample_totals(rng, groups), higher_is_better) for _ in range(n_resamples)]
-    lo, hi = _interval(ratios, confidence)
-    return SpeedupEstimate(point, lo, hi, n_pairs, len(groups))
+    ratios = tuple(float(r) for r in block_ratios)
+    if not ratios:
+        return RatioEstimate(None, None, None, note="no block with a ratio")
+    if any(not math.isfinite(r) or r <= 0 for r in ratios):
+        raise ValueError(f"block ratios must be positive and finite, got {ratios}")
+    logs = [math.log(r) for r in ratios]
+    mean = statistics.fmean(logs)
+    if len(logs) < 2:
+        return RatioEstimate(math.exp(mean), None, None, ratios, None, "one block, no interval")
+    sd = statistics.stdev(logs)
+    half = t_quantile(confidence, len(logs) - 1) * sd / math.sqrt(len(logs))
+    return RatioEstimate(math.exp(mean), math.exp(mean - half), math.exp(mean + half), ratios, sd)
 
 
-def run_level_speedup(
-    baseline_runs, arm_runs, *, higher_is_better=True, n_resamples=N_RESAMPLES, confidence=CONFIDENCE, seed=0
-):
-    """Speedup from one value per run (e.g. output throughput), one run per repetition.
+def blocks_to_settle(
+    estimate: RatioEstimate, margin: float, *, confidence: float = CONFIDENCE, cap: int = 99
+) -> int | None:
+    """Roughly how many blocks in all would settle an inconclusive estimate, or None beyond `cap`.
 
-    Point estimate: ratio of the means over repetitions (arm / baseline by default, since
-    run-level metrics are throughputs). Interval: percentile bootstrap over repetitions,
-    each side resampled on its own: runs of different arms are separate measurements with
-    nothing to pair them by. With fewer than two runs on a side there is no interval. With
-    2-3 repetitions the bootstrap sees very few distinct resamples and its interval is
-    narrow: read it as a rough spread, not a calibrated 95% interval.
+    Taking the current geometric mean and spread between blocks as the truth, the
+    smallest n whose expected t-interval, mean ± t(n-1) * sd / sqrt(n) on the log scale,
+    either excludes 1 (faster/slower) or fits inside 1 ± margin (equivalent). A planning
+    figure, not a promise: the next blocks move both the mean and the spread.
     """
-    if not baseline_runs or not arm_runs:
-        return SpeedupEstimate(None, None, None, None, 0, "no runs")
-    n_repetitions = min(len(baseline_runs), len(arm_runs))
-    point = _ratio(statistics.fmean(baseline_runs), statistics.fmean(arm_runs), higher_is_better)
-    if n_repetitions < 2:
-        return SpeedupEstimate(point, None, None, None, n_repetitions, "one repetition, no interval")
-    rng = random.Random(seed)
-    ratios = [
-        _ratio(
-            statistics.fmean(rng.choices(baseline_runs, k=len(baseline_runs))),
-            statistics.fmean(rng.choices(arm_runs, k=len(arm_runs))),
-            higher_is_better,
-        )
-        for _ in range(n_resamples)
-    ]
-    lo, hi = _interval(ratios, confidence)
-    return SpeedupEstimate(point, lo, hi, None, n_repetitions)
-
-
-# ---------------------------------------------------------------- reading the intervals
-
-
-def classify(point, lo, hi):
-    """FASTER if lo > 1, SLOWER if hi < 1, INDISTINGUISHABLE if the interval holds 1; else NO_INTERVAL/NO_DATA."""
-    if point is None:
-        return NO_DATA
-    if lo is None or hi is None:
-        return NO_INTERVAL
-    if lo > 1:
-        return FASTER
-    if hi < 1:
-        return SLOWER
-    return INDISTINGUISHABLE
-
-
-def break_even_concurrency(levels_with_ci):
-    """The lowest concurrency level at which the speedup is no longer significantly above 1.
-
-    Rows are (level, point, lo, hi[, note]). Walking up the levels, the first one whose
-    interval does not lie wholly above 1 (lo <= 1, or no interval at all) is returned:
-    every level below it showed a significant gain. That is the lowest level itself when
-    speculation never paid, and None when every level was significantly above 1. A level
-    further up that is significant again does not move the break-even; verdict() reports
-    the full pattern.
-    """
-    for level, point, lo, hi, *_ in sorted(levels_with_ci, key=lambda row: row[0]):
-        if classify(point, lo, hi) != FASTER:
-            return level
+    if estimate.point is None or estimate.log_sd is None:
+        return None
+    if estimate.log_sd == 0:
+        return estimate.n_blocks
+    mean = math.log(estimate.point)
+    room = max(abs(mean), min(math.log(1 + margin), -math.log(1 - margin)) - abs(mean))
+    for n in range(max(2, estimate.n_blocks), cap + 1):
+        if t_quantile(confidence, n - 1) * estimate.log_sd / math.sqrt(n) < room:
+            return n
     return None
 
 
-# ---------------------------------------------------------------- verdict sentence
+# ---------------------------------------------------------------- break-even concurrency
 
 
-_VERB = {
-    FASTER: "is faster than the baseline",
-    SLOWER: "is slower than the baseline",
-    INDISTINGUISHABLE: "is not distinguishable from the baseline",
-    NO_INTERVAL: "cannot be called faster or slower",
-    NO_DATA: "has no paired measurements",
-}
+@dataclass(frozen=True)
+class BreakEven:
+    """Where the speedup stops paying along the concurrency levels.
 
-
-def _decimals_for(lo, hi):
-    # Enough decimals that a bound on one side of 1 is not printed as 1.00.
-    for decimals in (2, 3, 4):
-        if all(bound == 1 or round(bound, decimals) != 1 for bound in (lo, hi)):
-            return decimals
-    return 4
-
-
-def _figure(level, point, lo, hi):
-    if point is None:
-        return None
-    if lo is None or hi is None:
-        return f"{point:.2f}× at {level}"
-    d = _decimals_for(lo, hi)
-    return f"{point:.{d}f}× [{lo:.{d}f}, {hi:.{d}f}] at {level}"
-
-
-def _segments(rows):
-    """Consecutive levels with the same reading: [(kind, note, [rows])]."""
-    segments = []
-    for row in sorted(rows, key=lambda row: row[0]):
-        _, point, lo, hi, *rest = row
-        kind = classify(point, lo, hi)
-        note = (rest[0] if rest else "") or NO_INTERVAL
-        if segments and segments[-1][0] == kind and (kind != NO_INTERVAL or segments[-1][1] == note):
-            segments[-1][2].append(row)
-        else:
-            segments.append((kind, note, [row]))
-    return segments
-
-
-def _span(position, n_segments, levels, first_clause):
-    unit = (" concurrent request" + ("s" if levels[-1] != 1 else "")) if first_clause else ""
-    if len(levels) == 1:
-        return f"at {levels[0]}{unit}"
-    if n_segments == 1:
-        return f"at every measured concurrency, {levels[0]} to {levels[-1]}{unit}"
-    if position == 0:
-        return f"up to {levels[-1]}{unit}"
-    if position == n_segments - 1:
-        return f"from {levels[0]}{unit}"
-    return f"from {levels[0]} to {levels[-1]}{unit}"
-
-
-def _clause(arm_label, metric_name, segment, position, n_segments):
-    kind, note, rows = segment
-    levels = [row[0] for row in rows]
-    span = _span(position, n_segments, levels, first_clause=position == 0)
-    figures = [_figure(*rows[0][:4])] + ([_figure(*rows[-1][:4])] if len(rows) > 1 else [])
-    detail = f"{metric_name} {', '.join(figures)}" if kind != NO_DATA else ""
-    if kind == NO_INTERVAL:
-        detail += f"; {note}"
-    detail = f" ({detail})" if detail else ""
-    if position == 0:
-        return f"{arm_label} {_VERB[kind]} {span}{detail}"
-    return f"{span} it {_VERB[kind]}{detail}"
-
-
-def verdict(arm_label, metric_name, rows):
-    """One plain-language sentence on an arm's speedup across concurrency levels.
-
-    Rows are (level, point, lo, hi[, note]) as SpeedupEstimate.row() gives them. A level
-    is called faster only when its whole interval lies above 1 and slower only when it
-    lies below 1; otherwise it is "not distinguishable". A level without an interval is
-    never called a gain; its note (e.g. "one repetition, no interval") is quoted.
-    Consecutive levels with the same reading are reported together.
+    state is one of CROSSES, PAYS_EVERYWHERE, PAYS_NOWHERE, NOT_ESTIMABLE. With CROSSES,
+    `level` is the interpolated concurrency where the point estimate falls to 1 and
+    lo/hi where the interval's bounds do (None when a bound does not cross inside the
+    measured levels: the break-even then lies beyond them on that side).
     """
-    segments = _segments(rows)
-    if not segments:
-        return f"{arm_label}: no {metric_name} measurements to compare with the baseline."
-    clauses = [
-        _clause(arm_label, metric_name, segment, position, len(segments)) for position, segment in enumerate(segments)
-    ]
-    return "; ".join(clauses) + "."
+
+    state: str
+    level: float | None = None
+    lo: float | None = None
+    hi: float | None = None
+
+
+CROSSES = "crosses"
+PAYS_EVERYWHERE = "pays at every measured level"
+PAYS_NOWHERE = "pays at no measured level"
+NOT_ESTIMABLE = "not estimable"
+
+
+def _log_crossing(level_a: int, value_a: float, level_b: int, value_b: float) -> float | None:
+    """The concurrency between two levels where a speedup interpolated linearly in
+    (log concurrency, log speedup) equals 1; None when it does not fall to 1 in between."""
+    if not (value_a > 1 >= value_b):
+        return None
+    la, lb, ya, yb = math.log(level_a), math.log(level_b), math.log(value_a), math.log(value_b)
+    return math.exp(la + (lb - la) * ya / (ya - yb))
+
+
+def _first_crossing(rows: Sequence[tuple[int, float]]) -> float | None:
+    for (level_a, a), (level_b, b) in pairwise(rows):
+        crossing = _log_crossing(level_a, a, level_b, b)
+        if crossing is not None:
+            return crossing
+    return None
+
+
+def break_even(rows: Sequence[tuple[int, RatioEstimate, bool]]) -> BreakEven:
+    """The break-even concurrency from the speedup at each level.
+
+    Rows are (level, estimate, called faster), in any order.
+    - NOT_ESTIMABLE with fewer than two levels or any level without an interval (too few
+      blocks): a line between points without uncertainty would look like a finding.
+    - PAYS_EVERYWHERE when the arm was called faster at every level; PAYS_NOWHERE when
+      the point estimate is at most 1 at every level.
+    - CROSSES when the point estimate falls from above 1 to at most 1 between two
+      levels: interpolated on log concurrency; its interval is where the lower bound
+      and the upper bound of the speedup interval (interpolated the same way) fall to 1.
+    - NOT_ESTIMABLE otherwise (e.g. above 1 at every level without being shown to be).
+    """
+    ordered = sorted(rows, key=lambda row: row[0])
+    if len(ordered) < 2 or any(not estimate.has_interval for _, estimate, _ in ordered):
+        return BreakEven(NOT_ESTIMABLE)
+    if all(faster for _, _, faster in ordered):
+        return BreakEven(PAYS_EVERYWHERE)
+    if all(estimate.point <= 1 for _, estimate, _ in ordered):
+        return BreakEven(PAYS_NOWHERE)
+    level = _first_crossing([(lvl, estimate.point) for lvl, estimate, _ in ordered])
+    if level is None:
+        return BreakEven(NOT_ESTIMABLE)
+    lo = _first_crossing([(lvl, estimate.lo) for lvl, estimate, _ in ordered])
+    hi = _first_crossing([(lvl, estimate.hi) for lvl, estimate, _ in ordered])
+    return BreakEven(CROSSES, level, lo, hi)
+
+
+# ---------------------------------------------------------------- output fidelity
+
+
+def first_divergence(reference: Sequence[int], other: Sequence[int]) -> int | None:
+    """Index of the first output token where two outputs differ; None when they are equal.
+
+    An output that is a strict prefix of the other differs at the shorter one's length.
+    """
+    for index, (a, b) in enumerate(zip(reference, other, strict=False)):
+        if a != b:
+            return index
+    return None if len(reference) == len(other) else min(len(reference), len(other))
+
+
+def diverges_more(arm_differ: int, arm_total: int, reference_differ: int, reference_total: int) -> float | None:
+    """One-sided Fisher exact p-value that the arm's outputs differ from the baseline's more
+    often than the reference's (the A/A replicate's) do; None without counts on a side."""
+    if not arm_total or not reference_total:
+        return None
+    table = [[arm_differ, arm_total - arm_differ], [reference_differ, reference_total - reference_differ]]
+    return float(scipy_stats.fisher_exact(table, alternative="greater").pvalue)

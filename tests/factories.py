@@ -2,6 +2,7 @@
 
 import json
 import random
+import struct
 
 import factory
 from django.conf import settings
@@ -134,6 +135,7 @@ def _server_command(arm: Arm) -> list[str]:
 
 # ---------------------------------------------------------------- a finished experiment
 
+SEEDED_BLOCKS = 3
 # (label, method, k, params, TPOT in ms at each level, chance a draft token is accepted)
 SEEDED_ARMS = (
     ("baseline", Arm.Method.BASELINE, None, {}, {1: 20.0, 4: 26.0}, 0.0),
@@ -154,8 +156,18 @@ def _steps(rng, k, accept, output_tokens):
     return accepted
 
 
+def seeded_output(arm: Arm, prompt_index: int, output_tokens: int) -> list[int]:
+    """The output token ids of a seeded request: the same for every arm, except that the draft
+    arm's output for prompt 0 differs from token 5 on."""
+    ids = [(prompt_index * 31 + i) % 50000 for i in range(output_tokens)]
+    if arm.method == Arm.Method.DRAFT_MODEL and prompt_index == 0:
+        ids[5:] = [1] * (output_tokens - 5)
+    return ids
+
+
 def _seed_request(rng, run, prompt_index, tpot, k, accept, output_tokens):
     ttft = rng.uniform(40, 60) * (1 + run.concurrency / 8)
+    output_ids = seeded_output(run.arm, prompt_index, output_tokens)
     accepted = _steps(rng, k, accept, output_tokens) if k else None
     chunk_tokens = [1] + ([n + 1 for n in accepted] if k else [1] * (output_tokens - 1))
     tpot_ms = tpot * rng.uniform(0.85, 1.15)
@@ -166,6 +178,7 @@ def _seed_request(rng, run, prompt_index, tpot, k, accept, output_tokens):
         chunk_times_ms=[ttft + i * gap for i in range(len(chunk_tokens))], chunk_tokens=chunk_tokens,
         spec_accepted_per_step=accepted, spec_proposed_per_step=[k] * len(accepted) if k else None,
         spec_acceptance_length=1 + sum(accepted) / len(accepted) if k else None,
+        output_token_ids=struct.pack(f"<{output_tokens}I", *output_ids),
     )  # fmt: skip
 
 
@@ -192,7 +205,9 @@ def _seed_summary(run, requests, k, duration_s):
     )  # fmt: skip
 
 
-def seed_finished_experiment(*, requests=20, repetitions=2, output_tokens=32, seed=0, **fields) -> Experiment:
+def seed_finished_experiment(
+    *, requests=20, repetitions=SEEDED_BLOCKS, output_tokens=32, seed=0, **fields
+) -> Experiment:
     """A finished experiment of SEEDED_ARMS at concurrency 1 and 4, every run succeeded with
     `requests` requests (per-step acceptance included) and a summary computed from them,
     one environment snapshot per run, and the stored analysis."""

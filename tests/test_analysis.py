@@ -1,95 +1,184 @@
-"""The stored analysis against hand-computed cases."""
+"""The stored analysis against hand-computed cases, through PostgreSQL."""
+
+import struct
 
 import pytest
 
 from experiments.analysis import experiment_analyse
 from experiments.models import Arm, EnvironmentSnapshot, Experiment, Run, SpeedupEstimate
+from experiments.tokens import pack_token_ids, unpack_token_ids
 from tests.factories import ArmFactory, ExperimentFactory, RequestRecordFactory, RunFactory, RunSummaryFactory
 
 pytestmark = pytest.mark.django_db
 
 PROMPTS = 4
+BLOCKS = 3
 
 
-def _cell(arm, repetition, *, tpot, throughput, drafts=0, accepted=0, per_pos=None, vllm="0.32.0"):
-    run = RunFactory(
-        arm=arm, experiment=arm.experiment, concurrency=1, repetition=repetition, status=Run.Status.SUCCEEDED
-    )
+def _pack(ids):
+    return struct.pack(f"<{len(ids)}I", *ids)
+
+
+def _cell(arm, block, *, tpot, throughput, drafts=0, accepted=0, per_pos=None, vllm="0.32.0", outputs=None):
+    run = RunFactory(arm=arm, experiment=arm.experiment, concurrency=1, repetition=block, status=Run.Status.SUCCEEDED)
     RunSummaryFactory(
-        run=run, output_throughput=throughput, request_throughput=throughput / 10, tpot_mean_ms=tpot,
-        spec_num_drafts=drafts, spec_num_accepted_tokens=accepted, spec_num_draft_tokens=drafts * 4,
+        run=run,
+        output_throughput=throughput,
+        request_throughput=throughput / 10,
+        tpot_mean_ms=tpot,
+        spec_num_drafts=drafts,
+        spec_num_accepted_tokens=accepted,
+        spec_num_draft_tokens=drafts * 4,
         spec_accepted_per_pos=per_pos or [],
-    )  # fmt: skip
+        achieved_concurrency=1.0,
+    )
     EnvironmentSnapshot.objects.create(run=run, host_name="h", vllm_version=vllm)
-    speculative = not arm.is_baseline
+    speculative = arm.is_speculative
     for index in range(PROMPTS):
         RequestRecordFactory(
-            run=run, prompt_index=index, ttft_ms=50.0, output_tokens=11, e2e_ms=50.0 + 10 * tpot, tpot_ms=tpot,
-            spec_acceptance_length=2.0 if speculative else None,
+            run=run,
+            prompt_index=index,
+            ttft_ms=50.0,
+            output_tokens=11,
+            e2e_ms=50.0 + 10 * tpot,
+            tpot_ms=tpot,
+            # 10 tokens after the first: steps of 3 (accepted 2) and 2 (accepted 1), then 5 steps
+            # of one token that drafted nothing -> 7 decode steps.
+            chunk_tokens=[1, 3, 2, 1, 1, 1, 1, 1] if speculative else [1] * 11,
+            spec_acceptance_length=2.5 if speculative else None,
             spec_accepted_per_step=[2, 1] if speculative else None,
             spec_proposed_per_step=[4, 4] if speculative else None,
-        )  # fmt: skip
+            output_token_ids=_pack((outputs or {}).get(index, [7] * 11)),
+        )
 
 
 @pytest.fixture
 def experiment():
-    experiment = ExperimentFactory(concurrency_levels=[1], repetitions=2, status=Experiment.Status.FINISHED)
+    experiment = ExperimentFactory(concurrency_levels=[1], repetitions=BLOCKS, status=Experiment.Status.FINISHED)
     baseline = ArmFactory(experiment=experiment, baseline=True, position=0)
-    arm = ArmFactory(experiment=experiment, position=1, label="n-gram k=4", method=Arm.Method.NGRAM)
-    for repetition in (1, 2):
-        # Baseline TPOT 20 ms, 100 tok/s; arm TPOT 10 ms, 200 tok/s: exactly 2x everywhere.
-        _cell(baseline, repetition, tpot=20.0, throughput=100.0)
-        _cell(arm, repetition, tpot=10.0, throughput=200.0, drafts=10, accepted=10, per_pos=[5, 3, 2, 0],
-              vllm="0.32.0" if repetition == 1 else "0.33.0")  # fmt: skip
+    replicate = ArmFactory(experiment=experiment, baseline=True, position=1, label="replicate", is_replicate=True)
+    arm = ArmFactory(experiment=experiment, position=2, label="n-gram k=4", method=Arm.Method.NGRAM)
+    # Baseline TPOT 20 ms and 100 tok/s in every block; the replicate 20, 21 and 19 ms and
+    # 100, 95, 105 tok/s; the arm 10 ms and 200 tok/s, exactly 2x in every block. The arm's
+    # output differs from the baseline's for prompt 3 from token 5 on, in every block.
+    for block in range(1, BLOCKS + 1):
+        _cell(baseline, block, tpot=20.0, throughput=100.0)
+        _cell(replicate, block, tpot=(20.0, 21.0, 19.0)[block - 1], throughput=(100.0, 95.0, 105.0)[block - 1])
+        _cell(
+            arm,
+            block,
+            tpot=10.0,
+            throughput=200.0,
+            drafts=10,
+            accepted=10,
+            per_pos=[5, 3, 2, 0],
+            vllm="0.32.0" if block == 1 else "0.33.0",
+            outputs={3: [7] * 5 + [8] * 6},
+        )
     return experiment
+
+
+def _speedup(experiment, label, metric):
+    return SpeedupEstimate.objects.get(experiment=experiment, arm__label=label, metric=metric)
 
 
 def test_speedups_are_exact_on_an_exact_two_fold_case(experiment):
     experiment_analyse(experiment=experiment)
-    tpot = SpeedupEstimate.objects.get(experiment=experiment, metric="tpot")
-    # Every pair is 20 ms / 10 ms: ratio of means 2, and every resample gives 2.
-    assert (tpot.point, tpot.ci_low, tpot.ci_high) == (2.0, 2.0, 2.0)
-    assert (tpot.n_pairs, tpot.n_repetitions) == (2 * PROMPTS, 2)
-    throughput = SpeedupEstimate.objects.get(experiment=experiment, metric="output_throughput")
-    assert throughput.point == 2.0
-    assert throughput.ci_low == 2.0
-    ttft = SpeedupEstimate.objects.get(experiment=experiment, metric="ttft")
-    assert ttft.point == 1.0  # same TTFT on both sides
+    tpot = _speedup(experiment, "n-gram k=4", "tpot")
+    assert tpot.block_ratios == [2.0, 2.0, 2.0]
+    assert (tpot.point, tpot.ci_low, tpot.ci_high) == pytest.approx((2.0, 2.0, 2.0))
+    assert (tpot.n_pairs, tpot.n_repetitions, tpot.outcome) == (BLOCKS * PROMPTS, BLOCKS, "faster")
+    assert (tpot.failed_baseline, tpot.failed_arm) == (0, 0)
+    assert _speedup(experiment, "n-gram k=4", "output_throughput").point == pytest.approx(2.0)
+    assert _speedup(experiment, "n-gram k=4", "ttft").point == pytest.approx(1.0)  # same TTFT on both sides
 
 
-def test_verdicts_call_a_significant_gain_faster_and_equal_ttft_not(experiment):
+def test_the_replicate_is_compared_like_an_arm(experiment):
+    experiment_analyse(experiment=experiment)
+    tpot = _speedup(experiment, "replicate", "tpot")
+    # 20/20, 20/21, 20/19
+    assert tpot.block_ratios == pytest.approx([1.0, 20 / 21, 20 / 19])
+    assert tpot.outcome == "inconclusive"
+    throughput = _speedup(experiment, "replicate", "output_throughput")
+    assert throughput.block_ratios == pytest.approx([1.0, 0.95, 1.05])
+
+
+def test_verdict_texts_and_break_even(experiment):
     analysis = experiment_analyse(experiment=experiment)
-    by_metric = {v["metric"]: v for v in analysis.verdicts}
-    assert "n-gram k=4 is faster than the baseline" in by_metric["tpot"]["text"]
-    assert "2.00×" in by_metric["tpot"]["text"]
-    assert by_metric["tpot"]["break_even"] is None
+    by_arm = {(v["arm"], v["metric"]): v for v in analysis.verdicts}
+    arm_tpot = by_arm[("n-gram k=4", "tpot")]
+    assert arm_tpot["text"] == "n-gram k=4 is faster than the baseline at 1 (TPOT 2.00× [2.00, 2.00] at 1)."
+    assert arm_tpot["break_even"]["state"] == "not estimable"  # one level
+    assert by_arm[("replicate", "tpot")]["text"].startswith("The A/A replicate, identical to the baseline")
 
 
-def test_series_hold_acceptance_along_output_cdfs_and_the_prediction(experiment):
+def test_fidelity_counts_equal_outputs_per_prompt_and_block(experiment):
+    analysis = experiment_analyse(experiment=experiment)
+    rows = {row["arm_id"]: row for row in analysis.fidelity}
+    arm = experiment.arms.get(label="n-gram k=4")
+    replicate = experiment.arms.get(label="replicate")
+    assert (rows[replicate.id]["compared"], rows[replicate.id]["identical"]) == (BLOCKS * PROMPTS, BLOCKS * PROMPTS)
+    assert (rows[arm.id]["compared"], rows[arm.id]["identical"]) == (12, 9)
+    assert rows[arm.id]["median_divergence"] == 5
+    # 3 of 12 differ against 0 of 12: P = C(12,9) C(12,0)... one-sided Fisher = 0.1087
+    assert rows[arm.id]["p_more_than_replicate"] == pytest.approx(0.1087, abs=1e-4)
+
+
+def test_no_fidelity_when_sampling(experiment):
+    experiment.temperature = 0.7
+    experiment.save()
+    assert experiment_analyse(experiment=experiment).fidelity == []
+
+
+def test_series_hold_tokens_per_step_along_output_and_the_extrapolation(experiment):
     analysis = experiment_analyse(experiment=experiment)
     analysis.refresh_from_db()  # the stored JSON, as the page reads it
-    arm = experiment.arms.get(position=1)
-    # Steps start at output index 1 and 1 + 3 = 4: both in bucket 0 (8 tokens); mean (2 + 1) / 2.
-    assert analysis.series["along_output"][str(arm.id)] == [[0, 1.5, 2 * 2 * PROMPTS]]
+    arm = experiment.arms.get(label="n-gram k=4")
+    baseline = experiment.arms.get(label="baseline")
+    # 10 tokens after the first in 7 decode steps (2 drafted, 5 that drafted nothing).
+    assert analysis.series["tokens_per_step"][f"{arm.id}:1"] == pytest.approx(10 / 7)
+    assert analysis.series["tokens_per_step"][f"{baseline.id}:1"] == 1.0
+    # Steps start at output indices 1 (3 tokens), 4 (2), 6, 7 (bucket 0: (3+2+1+1)/4),
+    # 8, 9, 10 (bucket 8: 3/3).
+    assert analysis.series["along_output"][str(arm.id)] == [[0, 7 / 4, 4 * 12], [8, 1.0, 3 * 12]]
+    assert analysis.series["along_output_merged"][str(arm.id)] == 0
+    # Drafted 4, accepted 2 and 1: position 0 accepted 2 of 2, position 1 1 of 2, position 2 0 of 1.
+    assert analysis.series["conditional_drafted"][str(arm.id)] == [[24, 24], [12, 24], [0, 12]]
     assert analysis.series["tpot_cdf"][f"{arm.id}:1"][0] == 10.0
     predicted = analysis.series["predicted"][str(arm.id)]
-    # tau = 1 + 20 accepted / 20 drafts = 2; c from TPOT at level 1: (10 * 2 / 20 - 1) / 4 = 0.
+    # tau = 1 + 30 accepted / 30 drafts = 2; c from TPOT at level 1: (10 * 2 / 20 - 1) / 4 = 0.
     assert predicted["cost_ratio"] == 0.0
     point = predicted["points"][0]
-    assert point["tau"] == 2.0
+    assert (point["tau"], point["measured"]) == (2.0, pytest.approx(2.0))
     assert point["predicted"] == pytest.approx(2.0)
-    assert point["measured"] == 2.0
 
 
-def test_warnings_name_runtime_differences_and_small_samples(experiment):
-    analysis = experiment_analyse(experiment=experiment)
-    text = " ".join(analysis.warnings)
+def test_warnings_name_runtime_differences_and_design_limits(experiment):
+    experiment.repetitions = 2
+    experiment.server_per_block = False
+    experiment.save()
+    text = " ".join(experiment_analyse(experiment=experiment).warnings)
     assert "same vLLM version" in text
     assert "0.33.0" in text
-    assert "Fewer than 30 paired requests at concurrency 1" in text
+    assert "2 block(s): the page shows estimates but no verdicts" in text
+    assert "leave out the variance between server starts" in text
+
+
+def test_low_achieved_concurrency_is_flagged(experiment):
+    experiment.runs.filter(arm__label="baseline", repetition=1).update(concurrency=4)
+    summary = experiment.runs.get(arm__label="baseline", repetition=1).summary
+    summary.achieved_concurrency = 3.5  # 87.5 % of 4
+    summary.save()
+    assert any("less than 90% of the nominal level" in w for w in experiment_analyse(experiment=experiment).warnings)
 
 
 def test_analysing_twice_replaces_the_estimates(experiment):
     experiment_analyse(experiment=experiment)
     experiment_analyse(experiment=experiment)
-    assert SpeedupEstimate.objects.filter(experiment=experiment).count() == 5
+    assert SpeedupEstimate.objects.filter(experiment=experiment).count() == 2 * 5
+
+
+def test_unpack_token_ids_reads_little_endian_uint32():
+    assert unpack_token_ids(b"\x01\x00\x00\x00\xff\xff\x00\x00") == [1, 65535]
+    assert unpack_token_ids(None) == []
+    assert pack_token_ids([1, 65535]) == b"\x01\x00\x00\x00\xff\xff\x00\x00"

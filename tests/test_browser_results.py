@@ -92,6 +92,18 @@ def test_controls_redraw_and_tables_sort_and_copy(page, live_server):
     assert _title(page, "chart-tpot") == "TPOT, p99"
     page.click("[data-toggle=speedup] button[data-value=output_throughput]")
     assert "output throughput" in _title(page, "chart-speedup")
+    # The chart now draws the stored throughput speedups, not the TPOT ones.
+    drawn = page.evaluate(
+        "Chart.getChart(document.getElementById('chart-speedup')).data.datasets.map(d => d.data.map(p => p.y))"
+    )
+    stored = SpeedupEstimate.objects.filter(experiment=experiment, metric="output_throughput")
+    assert sorted(y for ys in drawn for y in ys) == pytest.approx(sorted(s.point for s in stored))
+    # The verdict grid shows one metric at a time.
+    assert page.locator("#grid-tpot").is_visible()
+    assert not page.locator("#grid-e2e").is_visible()
+    page.click("[data-toggle=grid] button[data-value=e2e]")
+    assert page.locator("#grid-e2e").is_visible()
+    assert not page.locator("#grid-tpot").is_visible()
     assert "Break-even for output throughput" in page.inner_text("#break-even")
     page.click("[data-toggle=cdf] button[data-value='4']")
     assert _title(page, "chart-tpot-cdf") == "Per-request TPOT at 4"
@@ -103,12 +115,12 @@ def test_controls_redraw_and_tables_sort_and_copy(page, live_server):
     assert header.get_attribute("aria-sort") == "descending"
     best = SpeedupEstimate.objects.filter(experiment=experiment, metric="tpot").order_by("-point").first()
     first_row = page.locator("#table-speedup tbody tr").first
-    assert float(first_row.locator("td").nth(2).get_attribute("data-value")) == best.point
+    assert float(first_row.locator("td").nth(3).get_attribute("data-value")) == best.point
 
     page.click("button[data-copy=table-speedup]")
     copied = page.evaluate("navigator.clipboard.readText()")
     lines = copied.strip().split("\n")
-    assert lines[0].split("\t")[:4] == ["Arm", "Concurrency", "TPOT speedup", "TPOT 95% low"]
+    assert lines[0].split("\t")[:6] == ["Arm", "Concurrency", "Blocks", "TPOT speedup", "TPOT 95% low", "TPOT 95% high"]
     assert len(lines) == 1 + 2 * 2
     assert repr(best.point) in lines[1]
     _shot(page, "results-02-after-controls")

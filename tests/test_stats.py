@@ -1,6 +1,6 @@
 """experiments.stats against hand-computed cases. No database."""
 
-import random
+import math
 
 import pytest
 
@@ -90,25 +90,52 @@ def test_per_position_conditional_after_a_position_never_accepted():
     assert stats.per_position_conditional([0, 0], 0) == [None, None]
 
 
-def test_acceptance_along_output():
-    # bucket 4 tokens; index starts at 1 (token 0 comes from prefill), a step advances accepted + 1.
-    # A: step at 1 (bucket 0) accepts 2 -> 4; step at 4 (bucket 4) accepts 0 -> 5; step at 5 (bucket 4) accepts 3.
-    # B: step at 1 (bucket 0) accepts 1 -> 3; step at 3 proposed nothing: skipped, -> 4;
-    #    step at 4 (bucket 4) accepts 2.
-    # bucket 0: (2 + 1) / 2 steps = 1.5; bucket 4: (0 + 3 + 2) / 3 steps = 5/3
-    requests = [
-        {"accepted_per_step": [2, 0, 3], "proposed_per_step": [3, 3, 3]},
-        {"accepted_per_step": [1, 0, 2], "proposed_per_step": [3, 0, 3]},
-        {"accepted_per_step": None, "proposed_per_step": None},
-    ]
-    result = stats.acceptance_along_output(requests, 4)
-    assert [(start, n) for start, _, n in result] == [(0, 2), (4, 3)]
-    assert [mean for _, mean, _ in result] == pytest.approx([1.5, 5 / 3])
-
-
-def test_acceptance_along_output_rejects_mismatched_arrays():
+def test_conditional_acceptance_from_what_was_drafted():
+    # Step A drafted 3, accepted 2: positions 0, 1 accepted, 2 at stake and rejected.
+    # Step B drafted 1 (a short n-gram match), accepted 1: position 0 accepted; position 1
+    #   was never drafted, so it is not at stake (the counters would count it as rejected).
+    # Step C drafted 3, accepted 0: position 0 at stake and rejected.
+    # Position 0: accepted 2 of 3 at stake; position 1: 1 of 1; position 2: 0 of 1.
+    steps = [([2, 1], [3, 1]), ([0], [3])]
+    assert stats.per_position_conditional_from_steps(steps) == [(2, 3), (1, 1), (0, 1)]
+    assert stats.per_position_conditional_from_steps([]) == []
     with pytest.raises(ValueError, match="differ in length"):
-        stats.acceptance_along_output([{"accepted_per_step": [1, 2], "proposed_per_step": [3]}], 4)
+        stats.per_position_conditional_from_steps([([1, 2], [3])])
+
+
+def test_decode_steps_count_the_steps_that_drafted_nothing():
+    # Plain decoding: 10 tokens, the first from prefill -> 9 steps.
+    assert stats.decode_steps(10, None) == 9
+    # Drafted steps emit accepted + 1: (2+1) + (0+1) = 4 of the 9 later tokens; the other
+    # 5 came one per step from steps that drafted nothing -> 2 + 5 = 7 steps.
+    assert stats.decode_steps(10, [2, 0]) == 7
+    # vLLM's own example: 6 tokens, per_step_accepted [0, 1, 1, 3]. Steps emitting 1, 2, 2
+    # tokens complete the 5 later tokens; the 4th step's tokens were cut at max_tokens.
+    assert stats.decode_steps(6, [0, 1, 1, 3]) == 3
+    assert stats.decode_steps(1, [3]) == 0
+    assert stats.decode_steps(0, None) == 0
+
+
+def test_tokens_per_decode_step():
+    # 9 tokens after the first in 7 steps
+    assert stats.tokens_per_decode_step(9, 7) == pytest.approx(9 / 7)
+    assert stats.tokens_per_decode_step(9, 9) == 1.0
+    assert stats.tokens_per_decode_step(0, 0) is None
+
+
+def test_tokens_per_step_along_the_output_uses_unmerged_chunks_only():
+    # Bucket 4. Request A: chunks [1, 3, 1, 2]: prefill 1 token, then steps starting at
+    # output index 1 (3 tokens, bucket 0), 4 (1 token, bucket 4), 5 (2 tokens, bucket 4).
+    # Request B: chunks [1, 1, 1]: steps at 1 (bucket 0) and 2 (bucket 0), one token each.
+    # Request C's 2 chunks after the first stand for 3 steps: merged, left out.
+    # Bucket 0: (3 + 1 + 1) / 3 steps; bucket 4: (1 + 2) / 2 steps.
+    requests = [([1, 3, 1, 2], 3), ([1, 1, 1], 2), ([1, 4, 2], 3)]
+    buckets, merged = stats.tokens_per_step_along_output(requests, 4)
+    assert [(start, n) for start, _, n in buckets] == [(0, 3), (4, 2)]
+    assert [mean for _, mean, _ in buckets] == pytest.approx([5 / 3, 1.5])
+    assert merged == 1
+    with pytest.raises(ValueError, match="at least 1"):
+        stats.tokens_per_step_along_output([], 0)
 
 
 # ---------------------------------------------------------------- Leviathan et al. 2023
@@ -149,185 +176,153 @@ def test_implied_cost_ratio_reproduces_the_measured_speedup():
     assert stats.predicted_speedup(stats.alpha_from_tau(2.0, 4), 4, c) == pytest.approx(1.25)
 
 
-# ---------------------------------------------------------------- speedup with uncertainty
+# ---------------------------------------------------------------- speedup per block
 
 
-def _keyed(values_per_rep):
-    return {(rep, prompt): value for rep, values in enumerate(values_per_rep) for prompt, value in enumerate(values)}
+def test_ratio_of_means_pairs_prompts_both_sides_have():
+    # Prompts 0 and 1 on both sides (prompt 2 only in the baseline, prompt 3 has no TPOT in
+    # the arm): (10 + 30) / (5 + 15) = 2.
+    baseline = {0: 10.0, 1: 30.0, 2: 99.0, 3: 7.0}
+    arm = {0: 5.0, 1: 15.0, 3: None}
+    assert stats.ratio_of_means(baseline, arm) == (2.0, 2)
+    # Throughput-like: arm / baseline
+    assert stats.ratio_of_means(baseline, arm, higher_is_better=True) == (0.5, 2)
 
 
-def test_bootstrap_exact_halving_gives_degenerate_interval():
-    # arm = baseline / 2 for every prompt: every resample has ratio exactly 2
-    rng = random.Random(1)
-    base = [[rng.uniform(20, 80) for _ in range(50)] for _ in range(3)]
-    arm = [[value / 2 for value in rep] for rep in base]
-    estimate = stats.paired_bootstrap_speedup(_keyed(base), _keyed(arm))
-    assert (estimate.point, estimate.lo, estimate.hi) == pytest.approx((2.0, 2.0, 2.0))
-    assert (estimate.n_pairs, estimate.n_repetitions) == (150, 3)
-
-
-def test_bootstrap_higher_is_better_inverts_the_ratio():
-    base = _keyed([[10.0, 20.0, 30.0]])
-    arm = _keyed([[20.0, 40.0, 60.0]])
-    estimate = stats.paired_bootstrap_speedup(base, arm, higher_is_better=True)
-    assert (estimate.point, estimate.lo, estimate.hi) == pytest.approx((2.0, 2.0, 2.0))
-
-
-def test_bootstrap_noisy_interval_contains_truth_and_excludes_one():
-    # Prompts differ widely (20..80 ms); the arm is 1.5x faster with +-10% noise of mean 1
-    # per request and a per-repetition drift of a few percent. True ratio of means: 1.5.
-    rng = random.Random(7)
-    base, arm = [], []
-    for drift in (1.0, 1.03, 0.98):
-        prompts = [rng.uniform(20, 80) for _ in range(200)]
-        base.append([p * rng.uniform(0.9, 1.1) for p in prompts])
-        arm.append([p / 1.5 * drift * rng.uniform(0.9, 1.1) for p in prompts])
-    estimate = stats.paired_bootstrap_speedup(_keyed(base), _keyed(arm))
-    assert estimate.lo < 1.5 < estimate.hi
-    assert estimate.lo > 1
-    assert estimate.hi - estimate.lo < 0.2
-
-
-def test_bootstrap_carries_run_to_run_spread():
-    # Within each repetition the ratio is constant: 2 in rep 0, 1.5 in rep 1. A resample that
-    # draws rep 1 twice (chance 1/4) gives exactly 1.5, rep 0 twice exactly 2, so the 2.5% and
-    # 97.5% percentiles are 1.5 and 2: the interval spans the run-to-run difference.
-    base = [[10.0, 20.0, 30.0, 40.0], [10.0, 20.0, 30.0, 40.0]]
-    arm = [[v / 2 for v in base[0]], [v / 1.5 for v in base[1]]]
-    estimate = stats.paired_bootstrap_speedup(_keyed(base), _keyed(arm))
-    assert estimate.lo == pytest.approx(1.5)
-    assert estimate.hi == pytest.approx(2.0)
-    # point: 100 / (50 + 66.67) over both reps = 200 / 116.67 = 1.714...
-    assert estimate.point == pytest.approx(200 / (50 + 100 / 1.5))
-
-
-def test_bootstrap_pairs_only_shared_keys_and_is_reproducible():
-    base = {(0, 0): 10.0, (0, 1): 20.0, (0, 2): 30.0, (1, 0): 12.0}
-    arm = {(0, 0): 5.0, (0, 1): 10.0, (0, 2): None, (0, 3): 1.0}
-    # pairs: (0,0) and (0,1) only -> (10 + 20) / (5 + 10) = 2
-    estimate = stats.paired_bootstrap_speedup(base, arm)
-    assert estimate.point == pytest.approx(2.0)
-    assert (estimate.n_pairs, estimate.n_repetitions) == (2, 1)
-    noisy_base = _keyed([[random.Random(i).uniform(10, 50) for i in range(40)]])
-    noisy_arm = _keyed([[random.Random(100 + i).uniform(10, 50) for i in range(40)]])
-    first = stats.paired_bootstrap_speedup(noisy_base, noisy_arm, seed=3)
-    assert first == stats.paired_bootstrap_speedup(noisy_base, noisy_arm, seed=3)
-
-
-def test_bootstrap_without_enough_pairs():
-    assert stats.paired_bootstrap_speedup({}, {}).point is None
-    one = stats.paired_bootstrap_speedup({(0, 0): 10.0}, {(0, 0): 5.0})
-    assert (one.point, one.lo, one.hi) == (2.0, None, None)
+def test_ratio_of_means_without_a_usable_pair():
+    assert stats.ratio_of_means({}, {}) == (None, 0)
+    # A zero on the arm side (a whole output in one chunk gives TPOT 0): no finite ratio.
+    assert stats.ratio_of_means({0: 10.0}, {0: 0.0}) == (None, 1)
+    # ... and a zero on the baseline side: no logarithm.
+    assert stats.ratio_of_means({0: 0.0}, {0: 5.0}) == (None, 1)
+    # A zero among others is fine: (0 + 10) / (5 + 5) = 1.
+    assert stats.ratio_of_means({0: 0.0, 1: 10.0}, {0: 5.0, 1: 5.0}) == (1.0, 2)
     with pytest.raises(ValueError, match="at least 0"):
-        stats.paired_bootstrap_speedup({(0, 0): 10.0}, {(0, 0): -1.0})
+        stats.ratio_of_means({0: 10.0}, {0: -1.0})
 
 
-def test_bootstrap_takes_a_zero_value_such_as_a_one_chunk_tpot():
-    # Pairs (10, 5), (0, 5), (20, 5): ratio of means (10 + 0 + 20) / (5 + 5 + 5) = 2.0.
-    estimate = stats.paired_bootstrap_speedup(
-        {(1, 0): 10.0, (1, 1): 0.0, (1, 2): 20.0}, {(1, i): 5.0 for i in range(3)}
-    )
-    assert estimate.point == 2.0
-    assert estimate.lo <= 2.0 <= estimate.hi
-    all_zero = stats.paired_bootstrap_speedup({(1, 0): 0.0, (1, 1): 0.0}, {(1, 0): 5.0, (1, 1): 5.0})
-    assert all_zero.point is None
-    assert "zero" in all_zero.note
+def test_run_ratio():
+    # throughput 150 against 100 -> 1.5; as a latency 100 / 150
+    assert stats.run_ratio(100.0, 150.0) == 1.5
+    assert stats.run_ratio(100.0, 150.0, higher_is_better=False) == pytest.approx(2 / 3)
+    assert stats.run_ratio(None, 150.0) is None
+    assert stats.run_ratio(0.0, 150.0) is None
+    assert stats.run_ratio(100.0, 0.0) is None
 
 
-def test_run_level_speedup():
-    # means 100 and 150 -> 1.5. Every resample lies between 140/110 = 1.27 and 160/90 = 1.78.
-    estimate = stats.run_level_speedup([100.0, 110.0, 90.0], [150.0, 160.0, 140.0])
-    assert estimate.point == pytest.approx(1.5)
-    assert 140 / 110 - 1e-9 <= estimate.lo <= 1.5 <= estimate.hi <= 160 / 90 + 1e-9
-    assert estimate.n_repetitions == 3
+def test_block_interval_on_a_hand_computed_case():
+    # Block ratios 1.1, 1.2, 1.3. Logs 0.0953102, 0.1823216, 0.2623643: mean 0.1799987;
+    # deviations -0.0846885, 0.0023229, 0.0823656, squares summing to 0.0139616, so the
+    # sample sd is sqrt(0.0139616 / 2) = 0.0835513; t(0.975, 2 df) = 4.3027 (t table),
+    # half-width 4.3027 * 0.0835513 / sqrt(3) = 0.207551.
+    # point exp(0.1799987) = 1.19722, lo exp(-0.027552) = 0.97282, hi exp(0.387550) = 1.47336.
+    estimate = stats.block_interval([1.1, 1.2, 1.3])
+    assert estimate.point == pytest.approx(1.19722, abs=1e-5)
+    assert estimate.lo == pytest.approx(0.97282, abs=1e-4)
+    assert estimate.hi == pytest.approx(1.47336, abs=1e-4)
+    assert estimate.log_sd == pytest.approx(0.0835513, abs=1e-6)
+    assert estimate.block_ratios == (1.1, 1.2, 1.3)
+    assert estimate.n_blocks == 3
 
 
-def test_run_level_speedup_with_one_repetition_has_no_interval():
-    estimate = stats.run_level_speedup([100.0], [150.0])
-    assert (estimate.point, estimate.lo, estimate.hi) == (1.5, None, None)
-    assert estimate.note == "one repetition, no interval"
+def test_the_interval_is_a_95_percent_one():
+    # Pins the level: t(0.975, 4 df) = 2.7764 and t(0.975, 9 df) = 2.2622 (t table).
+    assert stats.CONFIDENCE == 0.95
+    assert stats.t_quantile(0.95, 4) == pytest.approx(2.7764, abs=1e-4)
+    assert stats.t_quantile(0.95, 9) == pytest.approx(2.2622, abs=1e-4)
+    # Two blocks 1.0 and 1.2: logs 0 and 0.18232, mean 0.09116, sd 0.12892;
+    # t(0.975, 1) = 12.706: half-width 12.706 * 0.12892 / sqrt(2) = 1.15830.
+    two = stats.block_interval([1.0, 1.2])
+    assert two.lo == pytest.approx(math.exp(0.09116 - 1.15830), abs=1e-4)
+    assert two.hi == pytest.approx(math.exp(0.09116 + 1.15830), abs=1e-3)
 
 
-def test_run_level_speedup_for_a_latency():
-    # lower is better: 100 / 50 = 2
-    assert stats.run_level_speedup([100.0, 100.0], [50.0, 50.0], higher_is_better=False).point == pytest.approx(2.0)
+def test_block_interval_edges():
+    assert stats.block_interval([]).point is None
+    one = stats.block_interval([1.25])
+    assert (one.point, one.lo, one.hi, one.log_sd) == (1.25, None, None, None)
+    assert one.note == "one block, no interval"
+    same = stats.block_interval([2.0, 2.0, 2.0])
+    assert (same.point, same.lo, same.hi) == pytest.approx((2.0, 2.0, 2.0))
+    with pytest.raises(ValueError, match="positive and finite"):
+        stats.block_interval([1.0, 0.0])
+    with pytest.raises(ValueError, match="positive and finite"):
+        stats.block_interval([1.0, math.inf])
 
 
-# ---------------------------------------------------------------- break-even and verdict
+def test_blocks_to_settle():
+    # Mean log ratio 0.1 (point e^0.1 = 1.105), sd 0.1 between blocks. To call it faster the
+    # half-width t(n-1) * 0.1 / sqrt(n) must drop below 0.1: t(n-1) < sqrt(n), first at
+    # n = 7 (t(6) = 2.447 < 2.646; at n = 6, t(5) = 2.571 > 2.449).
+    estimate = stats.RatioEstimate(math.exp(0.1), 0.9, 1.3, (1.0, 1.1, 1.2), 0.1)
+    assert stats.blocks_to_settle(estimate, 0.02) == 7
+    # At no effect (point 1) with sd 0.05 and a 10 % margin: log(1.1) = 0.09531 of room,
+    # t(n-1) * 0.05 / sqrt(n) < 0.09531 first at n = 4 (t(3) = 3.182: 0.0796).
+    flat = stats.RatioEstimate(1.0, 0.9, 1.1, (0.95, 1.0, 1.05), 0.05)
+    assert stats.blocks_to_settle(flat, 0.10) == 4
+    # Hopeless within the cap, and undefined without a spread.
+    assert stats.blocks_to_settle(stats.RatioEstimate(1.001, 0.5, 2.0, (0.5, 1.0, 2.0), 0.7), 0.01) is None
+    assert stats.blocks_to_settle(stats.block_interval([1.1]), 0.02) is None
 
 
-def test_classify_boundaries():
-    assert stats.classify(1.2, 1.0, 1.4) == stats.INDISTINGUISHABLE
-    assert stats.classify(1.2, 1.01, 1.4) == stats.FASTER
-    assert stats.classify(0.9, 0.8, 1.0) == stats.INDISTINGUISHABLE
-    assert stats.classify(0.9, 0.8, 0.99) == stats.SLOWER
-    assert stats.classify(1.2, None, None) == stats.NO_INTERVAL
-    assert stats.classify(None, None, None) == stats.NO_DATA
+# ---------------------------------------------------------------- break-even
 
 
-def test_break_even_is_the_first_level_not_significantly_above_one():
-    rows = [(64, 1.2, 1.05, 1.3), (1, 2.0, 1.5, 2.5), (4, 1.5, 1.1, 1.9), (16, 1.05, 0.95, 1.15)]
-    assert stats.break_even_concurrency(rows) == 16
+def _estimate(point, lo, hi):
+    return stats.RatioEstimate(point, lo, hi, (point,) * 3, 0.01)
 
 
-def test_break_even_edges():
-    assert stats.break_even_concurrency([(1, 2.0, 1.5, 2.5), (8, 1.2, 1.1, 1.3)]) is None
-    assert stats.break_even_concurrency([(1, 1.1, 0.9, 1.3), (8, 1.2, 1.1, 1.3)]) == 1
-    assert stats.break_even_concurrency([(1, 2.0, 1.5, 2.5), (8, 1.5, None, None, "one repetition, no interval")]) == 8
-    assert stats.break_even_concurrency([]) is None
+def test_break_even_interpolates_on_log_concurrency():
+    # 1.5x at 1, 0.75x at 4. In (log c, log s): log 1.5 = 0.405465, log 0.75 = -0.287682;
+    # s = 1 at a fraction 0.405465 / 0.693147 = 0.584963 of the way from log 1 to log 4,
+    # i.e. c = 4 ** 0.584963 = 2.25.
+    # Lower bounds 1.2 at 1, 0.6 at 4: 4 ** (0.182322 / 0.693147) = 4 ** 0.263034 = 1.44.
+    # Upper bounds 1.8 at 1, 0.95 at 4: 4 ** (0.587787 / 0.639080) = 4 ** 0.919740 = 3.58
+    rows = [(4, _estimate(0.75, 0.6, 0.95), False), (1, _estimate(1.5, 1.2, 1.8), True)]
+    result = stats.break_even(rows)
+    assert result.state == stats.CROSSES
+    assert result.level == pytest.approx(2.25, abs=1e-6)
+    assert result.lo == pytest.approx(1.44, abs=1e-2)
+    assert result.hi == pytest.approx(3.58, abs=1e-2)
 
 
-def test_verdict_mixed():
-    # A single top level reads "at 16", not "from 16": nothing above it was measured.
-    rows = [(1, 1.8, 1.6, 2.0), (2, 1.5, 1.3, 1.7), (4, 1.2, 1.05, 1.3), (16, 1.02, 0.9, 1.1)]
-    assert stats.verdict("n-gram k=4", "TPOT", rows) == (
-        "n-gram k=4 is faster than the baseline up to 4 concurrent requests "
-        "(TPOT 1.80× [1.60, 2.00] at 1, 1.20× [1.05, 1.30] at 4); "
-        "at 16 it is not distinguishable from the baseline (TPOT 1.02× [0.90, 1.10] at 16)."
-    )
+def test_break_even_bounds_beyond_the_measured_levels():
+    # The upper bound never falls to 1 inside the levels: the break-even may lie beyond 4.
+    rows = [(1, _estimate(1.5, 1.2, 1.8), True), (4, _estimate(0.9, 0.7, 1.1), False)]
+    result = stats.break_even(rows)
+    assert (result.state, result.hi) == (stats.CROSSES, None)
+    assert result.lo is not None
 
 
-def test_verdict_mixed_with_more_levels_after_the_gain():
-    rows = [(1, 1.8, 1.6, 2.0), (16, 1.02, 0.9, 1.1), (32, 0.97, 0.9, 1.05)]
-    assert stats.verdict("n-gram k=4", "TPOT", rows) == (
-        "n-gram k=4 is faster than the baseline at 1 concurrent request (TPOT 1.80× [1.60, 2.00] at 1); "
-        "from 16 it is not distinguishable from the baseline "
-        "(TPOT 1.02× [0.90, 1.10] at 16, 0.97× [0.90, 1.05] at 32)."
-    )
+def test_break_even_states():
+    faster = [(1, _estimate(1.5, 1.2, 1.8), True), (4, _estimate(1.3, 1.1, 1.5), True)]
+    assert stats.break_even(faster).state == stats.PAYS_EVERYWHERE
+    never = [(1, _estimate(0.9, 0.8, 1.0), False), (4, _estimate(1.0, 0.9, 1.1), False)]
+    assert stats.break_even(never).state == stats.PAYS_NOWHERE
+    # Above 1 at every level without being shown to be: nothing to estimate.
+    unclear = [(1, _estimate(1.05, 0.9, 1.2), False), (4, _estimate(1.02, 0.9, 1.1), False)]
+    assert stats.break_even(unclear).state == stats.NOT_ESTIMABLE
+    # One level, or a level without an interval (too few blocks): not estimable.
+    assert stats.break_even(faster[:1]).state == stats.NOT_ESTIMABLE
+    no_interval = [(1, stats.block_interval([1.5]), False), (4, stats.block_interval([0.8]), False)]
+    assert stats.break_even(no_interval).state == stats.NOT_ESTIMABLE
 
 
-def test_verdict_all_significant():
-    text = stats.verdict("EAGLE-3 k=3", "TPOT", [(1, 2.0, 1.8, 2.2), (8, 1.4, 1.2, 1.6)])
-    assert text == (
-        "EAGLE-3 k=3 is faster than the baseline at every measured concurrency, 1 to 8 concurrent requests "
-        "(TPOT 2.00× [1.80, 2.20] at 1, 1.40× [1.20, 1.60] at 8)."
-    )
+# ---------------------------------------------------------------- output fidelity
 
 
-def test_verdict_never_calls_an_interval_holding_one_a_gain():
-    text = stats.verdict("draft k=4", "TPOT", [(1, 1.3, 0.95, 1.6), (4, 1.1, 0.9, 1.3)])
-    assert "faster" not in text
-    assert text.startswith("draft k=4 is not distinguishable from the baseline at every measured concurrency")
+def test_first_divergence():
+    assert stats.first_divergence([1, 2, 3], [1, 2, 3]) is None
+    assert stats.first_divergence([1, 2, 3], [1, 9, 3]) == 1
+    assert stats.first_divergence([1, 2, 3], [1, 2]) == 2
+    assert stats.first_divergence([], [5]) == 0
 
 
-def test_verdict_slower():
-    text = stats.verdict("draft k=8", "TPOT", [(1, 1.2, 1.1, 1.3), (32, 0.8, 0.7, 0.9)])
-    assert text == (
-        "draft k=8 is faster than the baseline at 1 concurrent request (TPOT 1.20× [1.10, 1.30] at 1); "
-        "at 32 it is slower than the baseline (TPOT 0.80× [0.70, 0.90] at 32)."
-    )
-
-
-def test_verdict_without_intervals():
-    rows = [stats.run_level_speedup([100.0], [150.0]).row(1), stats.run_level_speedup([100.0], [90.0]).row(4)]
-    text = stats.verdict("n-gram k=4", "output throughput", rows)
-    assert text == (
-        "n-gram k=4 cannot be called faster or slower at every measured concurrency, 1 to 4 concurrent requests "
-        "(output throughput 1.50× at 1, 0.90× at 4; one repetition, no interval)."
-    )
-
-
-def test_verdict_prints_enough_decimals_to_keep_a_bound_off_one():
-    text = stats.verdict("x", "TPOT", [(1, 1.1, 1.004, 1.3)])
-    assert "[1.004, 1.300]" in text
-    assert stats.verdict("x", "TPOT", []) == "x: no TPOT measurements to compare with the baseline."
+def test_diverges_more_is_a_one_sided_fisher_test():
+    # Arm: 8 of 10 differ; replicate: 1 of 10. Hypergeometric tail P(X >= 8) with 9
+    # "differ" among 20, 10 drawn: [C(9,8)C(11,2) + C(9,9)C(11,1)] / C(20,10)
+    # = (9*55 + 11) / 184756 = 506 / 184756 = 0.0027387.
+    assert stats.diverges_more(8, 10, 1, 10) == pytest.approx(506 / 184756)
+    # The other way round it is no evidence at all.
+    assert stats.diverges_more(1, 10, 8, 10) > 0.99
+    assert stats.diverges_more(1, 0, 1, 10) is None

@@ -42,15 +42,17 @@ def _spread_td(spread, decimals: int) -> str:
 
 def _interval_td(estimate, decimals: int) -> str:
     if estimate is None or estimate.point is None:
-        return f'<td class="num" data-value="" data-tsv="\t\t">{DASH}</td>'
-    tsv = "\t".join(_exact(v) for v in (estimate.point, estimate.ci_low, estimate.ci_high))
+        outcome = escape(estimate.outcome) if estimate is not None else ""
+        return f'<td class="num" data-value="" data-tsv="\t\t\t{outcome}">{DASH}</td>'
+    outcome = escape(estimate.outcome)
+    tsv = "\t".join([*(_exact(v) for v in (estimate.point, estimate.ci_low, estimate.ci_high)), outcome])
     if estimate.ci_low is None:
         interval = escape(estimate.note or "no interval")
     else:
         interval = f"[{_shown(estimate.ci_low, decimals)}, {_shown(estimate.ci_high, decimals)}]"
     return (
         f'<td class="num" data-value="{_exact(estimate.point)}" data-tsv="{tsv}">{_shown(estimate.point, decimals)}×'
-        f'<span class="range">{interval}</span></td>'
+        f'<span class="range">{interval}</span><span class="outcome-word">{outcome}</span></td>'
     )
 
 
@@ -78,7 +80,8 @@ def spread_tds(spread, *columns, decimals=2):
 
 @register.simple_tag
 def interval_tds(*estimates, decimals=3):
-    """Per speedup estimate: the point with its 95% interval under it; copied as point, low and high."""
+    """Per speedup estimate: the point with its 95% interval and verdict under it; copied as point,
+    low, high and verdict."""
     return mark_safe("".join(_interval_td(estimate, decimals) for estimate in estimates))
 
 
@@ -97,7 +100,8 @@ def spread_ths(*labels):
 def interval_ths(*labels):
     return mark_safe(
         "".join(
-            f'<th class="num" data-tsv="{escape(label)} speedup\t{escape(label)} 95% low\t{escape(label)} 95% high">'
+            f'<th class="num" data-tsv="{escape(label)} speedup\t{escape(label)} 95% low\t{escape(label)} 95% high'
+            f'\t{escape(label)} verdict">'
             f"{escape(label)}</th>"
             for label in labels
         )

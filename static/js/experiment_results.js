@@ -5,12 +5,30 @@
 (function () {
   "use strict";
 
+  // The verdict grid shows one metric at a time; without script every grid stays visible.
+  function showGrid(metric) {
+    document.querySelectorAll("[data-grid]").forEach((grid) => {
+      grid.hidden = grid.dataset.grid !== metric;
+    });
+  }
+  const gridToggle = document.querySelector('[data-toggle="grid"]');
+  if (gridToggle) {
+    showGrid(gridToggle.querySelector("button").dataset.value);
+    gridToggle.addEventListener("click", (event) => {
+      const button = event.target.closest("button[data-value]");
+      if (!button) return;
+      gridToggle.querySelectorAll("button").forEach((b) => b.setAttribute("aria-pressed", String(b === button)));
+      showGrid(button.dataset.value);
+    });
+  }
+
   const source = document.getElementById("results-data");
   if (!source || typeof Chart === "undefined") return;
   const data = JSON.parse(source.textContent);
   const arms = data.arms;
   const armById = new Map(arms.map((arm) => [arm.id, arm]));
-  const speculative = arms.filter((arm) => !arm.baseline);
+  const speculative = arms.filter((arm) => arm.speculative);
+  const compared = arms.filter((arm) => !arm.baseline);
   const levelLabels = data.levels.map(String);
   const cells = new Map(data.cells.map((cell) => [`${cell.arm}:${cell.level}`, cell]));
   const INK = "#1f2328";
@@ -136,37 +154,65 @@
 
   const SPEEDUP_NAMES = { tpot: "TPOT", e2e: "end-to-end latency", output_throughput: "output throughput" };
 
+  // No error bar where there is no interval (fewer than two blocks): a zero-width bar would look exact.
+  function speedupPoint(s) {
+    const point = { x: String(s.level), y: s.point };
+    return s.lo === null || s.hi === null ? point : { ...point, yMin: s.lo, yMax: s.hi };
+  }
+
   function speedupDatasets(metric) {
-    return speculative.map((arm) =>
+    return compared.map((arm) =>
       armStyle(arm, {
-        label: arm.label,
-        data: data.speedups
-          .filter((s) => s.arm === arm.id && s.metric === metric && s.point !== null)
-          .map((s) => ({ x: String(s.level), y: s.point, yMin: s.lo ?? s.point, yMax: s.hi ?? s.point })),
+        label: arm.replicate ? `${arm.label} (noise floor)` : arm.label,
+        borderDash: arm.replicate ? [2, 3] : undefined,
+        data: data.speedups.filter((s) => s.arm === arm.id && s.metric === metric && s.point !== null).map(speedupPoint),
       }),
     );
   }
 
   function breakEven(arm, metric) {
-    const row = data.break_even.find((b) => b.arm === arm.id && b.metric === metric);
-    return row ? row.level : undefined;
+    return data.break_even.find((b) => b.arm === arm.id && b.metric === metric);
+  }
+
+  // A concurrency between two measured levels as a position on the category axis,
+  // interpolated on a log scale as the break-even itself is.
+  function levelPosition(level) {
+    const levels = data.levels;
+    for (let i = 0; i + 1 < levels.length; i++) {
+      if (level >= levels[i] && level <= levels[i + 1]) {
+        return i + Math.log(level / levels[i]) / Math.log(levels[i + 1] / levels[i]);
+      }
+    }
+    return level < levels[0] ? 0 : levels.length - 1;
+  }
+
+  function equivalenceBand() {
+    return {
+      type: "box",
+      yMin: 1 - data.margin,
+      yMax: 1 + data.margin,
+      backgroundColor: "rgba(0, 158, 115, 0.12)",
+      borderWidth: 0,
+      label: { display: true, content: `equivalent (1 ± ${Math.round(data.margin * 1000) / 10} %)`, position: "start", font: { size: 10 } },
+    };
   }
 
   function speedupAnnotations(metric) {
-    const annotations = { parity: parityLine() };
+    const annotations = { band: equivalenceBand(), parity: parityLine() };
     speculative.forEach((arm, i) => {
-      const level = breakEven(arm, metric);
-      if (level === null || level === undefined) return;
+      const even = breakEven(arm, metric);
+      if (!even || even.state !== "crosses") return;
+      const x = levelPosition(even.level);
       annotations[`break-even-${arm.id}`] = {
         type: "line",
-        xMin: String(level),
-        xMax: String(level),
+        xMin: x,
+        xMax: x,
         borderColor: arm.colour,
         borderWidth: 2,
         borderDash: [6, 4],
         label: {
           display: true,
-          content: `break-even: ${arm.label}`,
+          content: `break-even ≈ ${even.level.toFixed(1)}: ${arm.label}`,
           position: "end",
           yAdjust: 4 + i * 22,
           backgroundColor: arm.colour,
@@ -178,13 +224,18 @@
     return annotations;
   }
 
+  function bound(value, beyond) {
+    return value === null ? beyond : value.toFixed(1);
+  }
+
   function breakEvenSentence(metric) {
     const parts = speculative.map((arm) => {
-      const level = breakEven(arm, metric);
-      if (level === undefined) return `${arm.label}: no estimate`;
-      if (level === null) return `${arm.label}: significantly better at every measured level`;
-      if (level === data.levels[0]) return `${arm.label}: no significant gain at any level`;
-      return `${arm.label}: from ${level} concurrent requests`;
+      const even = breakEven(arm, metric);
+      if (!even || even.state === "not estimable") return `${arm.label}: not estimable`;
+      if (even.state !== "crosses") return `${arm.label}: ${even.state}`;
+      const lo = bound(even.lo, `below ${data.levels[0]}`);
+      const hi = bound(even.hi, `above ${data.levels[data.levels.length - 1]}`);
+      return `${arm.label}: the speedup falls to 1 at about ${even.level.toFixed(1)} concurrent requests (95% interval ${lo} to ${hi})`;
     });
     return `Break-even for ${SPEEDUP_NAMES[metric]} — ${parts.join("; ")}.`;
   }
@@ -192,7 +243,7 @@
   const speedupChart = draw("chart-speedup", {
     type: "lineWithErrorBars",
     data: { labels: levelLabels, datasets: speedupDatasets("tpot") },
-    options: options("Speedup of TPOT over the baseline (95% interval)", CONCURRENCY, SPEEDUP, {
+    options: options("Speedup of TPOT over the baseline (95% interval over blocks)", CONCURRENCY, SPEEDUP, {
       y: { beginAtZero: false, grace: "5%" },
       plugins: { annotation: { annotations: speedupAnnotations("tpot") } },
     }),
@@ -202,7 +253,7 @@
     breakEvenText.textContent = breakEvenSentence("tpot");
     onToggle("speedup", (metric) => {
       speedupChart.data.datasets = speedupDatasets(metric);
-      speedupChart.options.plugins.title.text = `Speedup of ${SPEEDUP_NAMES[metric]} over the baseline (95% interval)`;
+      speedupChart.options.plugins.title.text = `Speedup of ${SPEEDUP_NAMES[metric]} over the baseline (95% interval over blocks)`;
       speedupChart.options.plugins.annotation.annotations = speedupAnnotations(metric);
       speedupChart.update();
       breakEvenText.textContent = breakEvenSentence(metric);
@@ -237,8 +288,8 @@
   draw("chart-along-output", {
     type: "line",
     data: {
-      datasets: speculative
-        .filter((arm) => data.along_output[String(arm.id)])
+      datasets: arms
+        .filter((arm) => !arm.replicate && data.along_output[String(arm.id)])
         .map((arm) =>
           armStyle(arm, {
             label: arm.label,
@@ -246,7 +297,7 @@
           }),
         ),
     },
-    options: options("Accepted draft tokens per verify step along the output", "output token index", "accepted / step", {
+    options: options("Tokens per decode step along the output", "output token index", "tokens / step", {
       x: { type: "linear", offset: false },
       plugins: {
         tooltip: {
@@ -345,7 +396,7 @@
         return [
           armStyle(arm, { label: `${arm.label} measured`, data: at("measured"), pointStyle: "circle" }),
           armStyle(arm, {
-            label: `${arm.label} predicted`,
+            label: `${arm.label} extrapolated`,
             data: at("predicted"),
             borderDash: [6, 4],
             pointStyle: "triangle",
@@ -358,7 +409,7 @@
   draw("chart-predicted", {
     type: "line",
     data: { labels: levelLabels, datasets: predictedDatasets() },
-    options: options("TPOT speedup: Leviathan et al.'s prediction and the measurement", CONCURRENCY, SPEEDUP, {
+    options: options("TPOT speedup: the lowest level extrapolated by τ, and the measurement", CONCURRENCY, SPEEDUP, {
       y: { beginAtZero: false, grace: "5%" },
       plugins: {
         annotation: { annotations: { parity: parityLine() } },
