@@ -20,7 +20,7 @@ design (3 blocks, 2 % margin), pooled over every spread setting and both metrics
     ./dev manage shell -c "exec(open('scripts/check_verdicts.py').read())"   # or:
     .venv/bin/python scripts/check_verdicts.py [--simulations N] [--seed S]
 
-Runs in about ten minutes on one core at the default size.
+Runs in about five minutes on one core at the default size.
 """
 
 import argparse
