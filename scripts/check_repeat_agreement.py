@@ -60,9 +60,8 @@ def main() -> None:
         print(f"{key[0]:>28} {key[1]:>18} {key[2]:>5}  {shown[0]:>34}  {shown[1]:>34}  {marks}")
     print(f"\n{len(keys)} cells; same word in {same}; faster↔slower flips: {flips}")
     if inside:
-        print(
-            f"point estimate inside the other run's interval: {sum(inside)} of {len(inside)} ({sum(inside) / len(inside):.0%})"
-        )
+        share = sum(inside) / len(inside)
+        print(f"point estimate inside the other run's interval: {sum(inside)} of {len(inside)} ({share:.0%})")
 
 
 if __name__ == "__main__":
