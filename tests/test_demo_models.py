@@ -1,4 +1,5 @@
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -98,9 +99,25 @@ def test_failed_build_raises_and_leaves_no_marker(models_dir, monkeypatch):
     assert not (models_dir / MARKER_NAME).exists()
 
 
-def test_build_version_is_a_stable_digest():
-    assert build_version() == build_version()
-    assert len(build_version()) == 64
+def test_build_version_changes_with_the_recipe_and_the_prompt_sets(tmp_path, settings, monkeypatch):
+    # A copy of the recipe and the prompt sets: the version follows their content.
+    (tmp_path / "workers").mkdir()
+    recipe = tmp_path / "workers" / "demo_models.py"
+    recipe.write_bytes((Path(settings.BASE_DIR) / "workers" / "demo_models.py").read_bytes())
+    prompt_sets = tmp_path / "prompt_sets"
+    shutil.copytree(build_demo_models.PROMPT_SETS_DIR, prompt_sets)
+    settings.BASE_DIR = tmp_path
+    monkeypatch.setattr(build_demo_models, "PROMPT_SETS_DIR", prompt_sets)
+
+    original = build_version()
+    assert len(original) == 64
+    assert build_version() == original
+    recipe.write_text(recipe.read_text() + "\n# changed\n")
+    changed_recipe = build_version()
+    assert changed_recipe != original
+    chat = prompt_sets / "chat.json"
+    chat.write_text(chat.read_text().replace('"prompts": [', '"prompts": ["one more", ', 1))
+    assert build_version() not in (original, changed_recipe)
 
 
 LOAD_CHECK = """

@@ -182,22 +182,39 @@ def _set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
         group["lr"] = lr
 
 
-def train_target(tokenizer: PreTrainedTokenizerFast, documents: list[str]) -> LlamaForCausalLM:
-    model = LlamaForCausalLM(_config(tokenizer, TARGET_LAYERS))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=TARGET_LR, weight_decay=0.01)
-    windows = _training_windows(tokenizer, documents, random.Random(SEED))
+def _optimise(model, *, steps: int, peak_lr: float, weight_decay: float, loss_at, name: str, log_every: int):
+    """AdamW with warm-up and cosine decay, clipped gradients; `loss_at(step)` gives each step's loss."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=peak_lr, weight_decay=weight_decay)
     model.train()
-    for step in range(TARGET_STEPS):
-        batch = torch.tensor([next(windows) for _ in range(TARGET_BATCH)])
-        _set_lr(optimizer, _lr_at(step, TARGET_STEPS, TARGET_LR))
-        loss = model(input_ids=batch, labels=batch).loss
+    for step in range(steps):
+        loss = loss_at(step)
+        _set_lr(optimizer, _lr_at(step, steps, peak_lr))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        if step % 20 == 0 or step == TARGET_STEPS - 1:
-            _log(f"target step {step}: loss {loss.item():.3f}")
+        if step % log_every == 0 or step == steps - 1:
+            _log(f"{name} step {step}: {loss.item():.3f}")
     return model.eval()
+
+
+def train_target(tokenizer: PreTrainedTokenizerFast, documents: list[str]) -> LlamaForCausalLM:
+    model = LlamaForCausalLM(_config(tokenizer, TARGET_LAYERS))
+    windows = _training_windows(tokenizer, documents, random.Random(SEED))
+
+    def loss_at(step: int) -> torch.Tensor:
+        batch = torch.tensor([next(windows) for _ in range(TARGET_BATCH)])
+        return model(input_ids=batch, labels=batch).loss
+
+    return _optimise(
+        model,
+        steps=TARGET_STEPS,
+        peak_lr=TARGET_LR,
+        weight_decay=0.01,
+        loss_at=loss_at,
+        name="target loss",
+        log_every=20,
+    )
 
 
 def greedy_continuations(
@@ -264,21 +281,16 @@ def distil_draft(draft: LlamaForCausalLM, target: LlamaForCausalLM, sequences: l
     """
     ids, mask = _padded(sequences, pad_id)
     target_logprobs = _target_logprobs(target, ids, mask)
-    optimizer = torch.optim.AdamW(draft.parameters(), lr=DISTIL_LR, weight_decay=0.0)
     order = random.Random(SEED + 1)
-    draft.train()
-    for step in range(DISTIL_STEPS):
+
+    def loss_at(step: int) -> torch.Tensor:
         rows = torch.tensor(order.sample(range(len(sequences)), DISTIL_BATCH))
         width = int(mask[rows].sum(1).max())
-        _set_lr(optimizer, _lr_at(step, DISTIL_STEPS, DISTIL_LR))
-        loss = _kl_loss(draft, ids[rows, :width], mask[rows, :width], target_logprobs[rows, :width])
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        if step % 50 == 0 or step == DISTIL_STEPS - 1:
-            _log(f"distil step {step}: KL {loss.item():.3f}")
-    draft.eval()
+        return _kl_loss(draft, ids[rows, :width], mask[rows, :width], target_logprobs[rows, :width])
+
+    _optimise(
+        draft, steps=DISTIL_STEPS, peak_lr=DISTIL_LR, weight_decay=0.0, loss_at=loss_at, name="distil KL", log_every=50
+    )
     return _greedy_agreement(draft, ids, mask, target_logprobs)
 
 

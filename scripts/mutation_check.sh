@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Mutation check of the statistics, schedule and verdict code (settings in pyproject.toml,
+# [tool.mutmut]): mutmut makes small changes to experiments/stats.py, verdicts.py,
+# inference.py and schedule.py and runs their tests against each; a surviving mutant is a
+# change no test notices. Prints the survivors; `mutmut show NAME` shows one. About 6 minutes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+eval "$(./dev env)"
+export DJANGO_SETTINGS_MODULE=specdash.settings_test
+rm -rf mutants
+.venv/bin/mutmut run >/dev/null || true
+.venv/bin/mutmut results
