@@ -419,3 +419,16 @@ def test_greedy_page_shows_the_verdict_grid_and_output_fidelity(logged_in_client
     assert f'data-outcome="{stored.outcome}"' in html
     assert 'id="grid-e2e"' in html
     assert 'id="grid-output_throughput"' in html
+
+
+@pytest.mark.parametrize("name", DOWNLOADS)
+def test_downloads_hold_only_their_own_experiments_rows(logged_in_client, name):
+    mine = seed_finished_experiment(requests=4, seed=1)
+    other = seed_finished_experiment(requests=5, seed=2)
+    _, body = _download(logged_in_client, mine, name)
+    if name.endswith("json"):
+        run_ids = {row["run_id"] for row in json.loads(body)}
+    else:
+        run_ids = {int(row["run_id"]) for row in csv.DictReader(io.StringIO(body))}
+    assert run_ids == set(mine.runs.values_list("id", flat=True))
+    assert not run_ids & set(other.runs.values_list("id", flat=True))
