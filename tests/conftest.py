@@ -1,3 +1,4 @@
+import os
 from unittest import mock
 
 import pytest
@@ -50,3 +51,21 @@ def browser():
         browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=CHROMIUM_ARGS)
         yield browser
         browser.close()
+
+
+# ---------------------------------------------------------------- no silent skips where everything is set up
+
+# `./dev test` (and so CI) builds the demo models and starts every service first, so a test
+# skipped for a missing prerequisite means a broken set-up: there it fails instead.
+REQUIRE_ALL = os.environ.get("SPECDASH_REQUIRE_ALL_TESTS") == "1"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if REQUIRE_ALL and report.skipped and not hasattr(report, "wasxfail"):
+        report.outcome = "failed"
+        report.longrepr = (
+            f"skipped where every prerequisite should exist (SPECDASH_REQUIRE_ALL_TESTS=1): {report.longrepr}"
+        )
