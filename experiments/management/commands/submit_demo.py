@@ -14,7 +14,8 @@ def demo_fields() -> dict:
     models_dir = settings.SPECDASH_MODELS_DIR
     return {
         "name": DEMO_NAME,
-        "description": "Submitted by ./dev up on the demo models the project builds itself.",
+        "description": "Submitted by ./dev up on the demo models the project builds itself: 3 randomised blocks, "
+        "each arm on a fresh server in every block, with an A/A replicate of the baseline as the noise floor.",
         "target_model": str(models_dir / "target"),
         "worker_queue": "cpu",
         "dtype": "float32",
@@ -22,13 +23,17 @@ def demo_fields() -> dict:
         "workload_kind": Experiment.WorkloadKind.BUILTIN,
         "prompt_set": "code_edit",
         "prompt_set_hash": prompt_set_hash("code_edit"),
+        # Sized to finish within 15 minutes on a 2-core machine, where each of the 12 server
+        # starts (4 arms x 3 blocks) takes 30-75 s: 16 prompts are 4 x the highest level.
         "num_prompts": 16,
-        "max_tokens": 64,
+        "max_tokens": 48,
         "temperature": 0.0,
         "top_p": 1.0,
         "seed": 0,
-        "concurrency_levels": [1, 4, 16],
-        "repetitions": 2,
+        "concurrency_levels": [1, 4],
+        "repetitions": 3,
+        "server_per_block": True,
+        "aa_replicate": True,
         "warmup_requests": 2,
     }
 
@@ -44,7 +49,10 @@ def demo_arms() -> list[ArmSpec]:
 
 
 class Command(BaseCommand):
-    help = "Submit the demo experiment (baseline, n-gram k=4, draft model k=4) unless one exists already."
+    help = (
+        "Submit the demo experiment (baseline, its A/A replicate, n-gram k=4, draft model k=4; 3 blocks) "
+        "unless one exists already."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--owner", required=True, help="username of the experiment's owner")
