@@ -81,6 +81,15 @@ class Experiment(models.Model):
     slo_tpot_ms = models.FloatField(null=True, blank=True)
     slo_e2e_ms = models.FloatField(null=True, blank=True)
 
+    # What the runs recorded in their environment snapshots, copied here when the experiment
+    # ends so that the history can filter and show them without reading every snapshot.
+    vllm_versions = ArrayField(
+        models.CharField(max_length=64), default=list, blank=True, help_text="vLLM version(s) the runs ran on."
+    )
+    hardware = ArrayField(
+        models.CharField(max_length=255), default=list, blank=True, help_text="Accelerator (or CPU) the runs ran on."
+    )
+
     objects = ExperimentQuerySet.as_manager()
 
     class Meta:
@@ -88,6 +97,12 @@ class Experiment(models.Model):
         indexes = [
             models.Index(fields=["-created_at"], name="experiment_created_idx"),
             models.Index(fields=["status", "-created_at"], name="experiment_status_idx"),
+            # The history's sort by name and its choice lists (history.filter_choices).
+            models.Index(fields=["name", "id"], name="experiment_name_idx"),
+            models.Index(fields=["target_model"], name="experiment_model_idx"),
+            models.Index(fields=["worker_queue"], name="experiment_queue_idx"),
+            models.Index(fields=["hardware"], name="experiment_hardware_idx"),
+            models.Index(fields=["vllm_versions"], name="experiment_vllm_idx"),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(repetitions__gte=1), name="experiment_repetitions_positive"),

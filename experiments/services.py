@@ -9,7 +9,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from experiments.analysis import experiment_analyse
-from experiments.models import Arm, Experiment, IllegalTransition, Run
+from experiments.models import Arm, EnvironmentSnapshot, Experiment, IllegalTransition, Run
 from experiments.schedule import schedule
 from workers.tasks import experiment_execute
 
@@ -127,9 +127,27 @@ def experiment_finish(*, experiment: Experiment) -> Experiment.Status:
     experiment.status = new
     experiment.finished_at = timezone.now()
     experiment.save(update_fields=["status", "finished_at"])
+    experiment_record_environment(experiment=experiment)
     if new == Experiment.Status.FINISHED:
         _analyse_or_log(experiment)
     return new
+
+
+def hardware_label(*, gpu_name: str, gpu_count: int, cpu_model: str) -> str:
+    """The accelerator a run used, as the history lists it: "1 × NVIDIA H100" or "CPU: <model>"."""
+    if gpu_count:
+        return f"{gpu_count} × {gpu_name or 'unknown GPU'}"
+    return f"CPU: {cpu_model or 'unknown'}"
+
+
+def experiment_record_environment(*, experiment: Experiment) -> None:
+    """Copy the vLLM version(s) and hardware its runs recorded onto the experiment, so that
+    the history filters on them without reading every run's snapshot."""
+    snapshots = EnvironmentSnapshot.objects.filter(run__experiment=experiment)
+    rows = snapshots.values_list("vllm_version", "gpu_name", "gpu_count", "cpu_model").distinct()
+    experiment.vllm_versions = sorted({version for version, *_ in rows if version})
+    experiment.hardware = sorted({hardware_label(gpu_name=g, gpu_count=n, cpu_model=c) for _, g, n, c in rows})
+    experiment.save(update_fields=["vllm_versions", "hardware"])
 
 
 def _analyse_or_log(experiment: Experiment) -> None:

@@ -1,14 +1,12 @@
 from django.contrib import messages
-from django.core.paginator import Paginator
 from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
-from experiments import exports, results, selectors, services
-from experiments.forms import ARM_FORMSET_PREFIX, ArmFormSet, ExperimentFilterForm, ExperimentForm
+from experiments import exports, history, results, selectors, services
+from experiments.forms import ARM_FORMSET_PREFIX, ArmFormSet, ExperimentForm
+from experiments.history_forms import HistoryFilterForm
 from experiments.models import Experiment
-
-PAGE_SIZE = 20
 
 
 def _get_experiment_for_user(request, pk: int) -> Experiment:
@@ -18,15 +16,21 @@ def _get_experiment_for_user(request, pk: int) -> Experiment:
 
 @require_GET
 def experiment_list(request):
-    filters = ExperimentFilterForm(request.GET)
-    values = filters.cleaned_data if filters.is_valid() else {}
-    experiments = selectors.experiment_list(
-        status=values.get("status", ""),
-        owner=request.user if values.get("owner") == "mine" else None,
-        search=values.get("q", "").strip(),
-    )
-    page = Paginator(experiments, PAGE_SIZE).get_page(request.GET.get("page"))
-    return render(request, "experiments/list.html", {"filters": filters, "page_obj": page})
+    """The history. An invalid filter is reported above an empty list (status 400): a list
+    that silently ignored it would look like an answer to the question asked."""
+    filters = HistoryFilterForm(request.GET, choices=history.filter_choices())
+    context = {"filters": filters, "page_obj": None, "rows": []}
+    if filters.is_valid():
+        try:
+            page = history.history_page(
+                query=filters.query(user=request.user), number=filters.page_number, per_page=filters.page_size
+            )
+        except history.NoSuchPage as error:
+            filters.add_error("page", str(error))
+        else:
+            rows = history.history_rows(experiments=list(page), metric=filters.headline_metric)
+            context |= {"page_obj": page, "rows": rows}
+    return render(request, "experiments/list.html", context, status=400 if filters.errors else 200)
 
 
 @require_http_methods(["GET", "POST"])

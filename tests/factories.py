@@ -10,7 +10,15 @@ from django.contrib.auth import get_user_model
 
 from experiments import stats
 from experiments.analysis import experiment_analyse
-from experiments.models import Arm, EnvironmentSnapshot, Experiment, RequestRecord, Run, RunSummary
+from experiments.models import (
+    Arm,
+    EnvironmentSnapshot,
+    Experiment,
+    RequestRecord,
+    Run,
+    RunSummary,
+    SpeedupEstimate,
+)
 from workers.ingest import meets_slos
 
 PASSWORD = "correct horse battery"
@@ -124,6 +132,23 @@ class EnvironmentSnapshotFactory(factory.django.DjangoModelFactory):
     torch_version = "2.13.0+cpu"
     python_version = "3.11.2"
     server_command = factory.LazyAttribute(lambda snapshot: _server_command(snapshot.run.arm))
+
+
+class SpeedupEstimateFactory(factory.django.DjangoModelFactory):
+    """A stored TPOT speedup called faster; pass point, ci_low, ci_high and outcome to change it."""
+
+    class Meta:
+        model = SpeedupEstimate
+
+    arm = factory.SubFactory(ArmFactory)
+    experiment = factory.SelfAttribute("arm.experiment")
+    concurrency = 1
+    metric = SpeedupEstimate.Metric.TPOT
+    point = 1.5
+    ci_low = 1.4
+    ci_high = 1.6
+    n_repetitions = 3
+    outcome = "faster"
 
 
 def _server_command(arm: Arm) -> list[str]:

@@ -2,14 +2,10 @@
 page and its progress partial."""
 
 import re
-from datetime import timedelta
 
 import pytest
-from django.db import connection
 from django.test import Client
-from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
-from django.utils import timezone
 from django.utils.html import escape
 
 from experiments.models import Experiment, Run
@@ -110,78 +106,6 @@ def test_everyone_in_the_team_sees_every_experiment(logged_in_client):
     experiment = _experiment_with_arms(owner=UserFactory(username="carol"))
 
     assert logged_in_client.get(reverse("experiments:detail", args=[experiment.pk])).status_code == 200
-
-
-# ---------------------------------------------------------------- history
-
-
-def test_history_lists_newest_first_with_arms_and_owner(logged_in_client):
-    old = _experiment_with_arms(name="older one")
-    Experiment.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(days=1))
-    _experiment_with_arms(name="newer one", owner=UserFactory(username="carol"))
-
-    response = logged_in_client.get(reverse("experiments:list"))
-
-    assert response.status_code == 200
-    text = response.text
-    assert text.index("newer one") < text.index("older one")
-    assert "n-gram k=4" in text
-    assert "baseline" in text
-    assert "carol" in text
-
-
-def test_history_filters_by_status_owner_and_text(logged_in_client, user):
-    _experiment_with_arms(name="mine queued", owner=user)
-    _experiment_with_arms(name="theirs finished", status=Experiment.Status.FINISHED, target_model="/m/llama")
-    _experiment_with_arms(name="theirs failed", status=Experiment.Status.FAILED)
-    url = reverse("experiments:list")
-
-    def names(**params):
-        return [e.name for e in logged_in_client.get(url, params).context["page_obj"]]
-
-    assert names(status="finished") == ["theirs finished"]
-    assert names(owner="mine") == ["mine queued"]
-    assert sorted(names(q="THEIRS")) == ["theirs failed", "theirs finished"]
-    assert names(q="llama") == ["theirs finished"]
-    assert names(status="failed", owner="mine") == []
-
-
-def test_history_ignores_an_unknown_filter_value(logged_in_client):
-    _experiment_with_arms()
-
-    response = logged_in_client.get(reverse("experiments:list"), {"status": "bogus"})
-
-    assert response.status_code == 200
-    assert len(response.context["page_obj"]) == 1
-
-
-def test_history_pages_by_20_and_keeps_the_filters(logged_in_client):
-    for _ in range(25):
-        ExperimentFactory(status=Experiment.Status.FINISHED)
-    url = reverse("experiments:list")
-
-    first = logged_in_client.get(url, {"status": "finished"})
-    second = logged_in_client.get(url, {"status": "finished", "page": 2})
-
-    assert len(first.context["page_obj"]) == 20
-    assert len(second.context["page_obj"]) == 5
-    assert "?status=finished&amp;page=2" in first.text
-
-
-def test_history_runs_a_constant_number_of_queries(logged_in_client):
-    def queries_for_page():
-        with CaptureQueriesContext(connection) as captured:
-            logged_in_client.get(reverse("experiments:list"))
-        return len(captured)
-
-    experiment = _experiment_with_arms()
-    RunFactory(arm=experiment.arms.first())
-    few = queries_for_page()
-    for _ in range(15):
-        more = _experiment_with_arms()
-        RunFactory(arm=more.arms.last())
-
-    assert queries_for_page() == few
 
 
 # ---------------------------------------------------------------- the form

@@ -1,0 +1,126 @@
+"""The history page's filters, read from the URL so that a filtered list can be shared.
+Validation only: a value that is not allowed is reported on the page, never dropped in silence."""
+
+from django import forms
+
+from experiments.history import DEFAULT_SORT, HEADLINE_METRICS, PAGE_SIZES, SORTS, FilterChoices, HistoryQuery
+from experiments.models import Arm, Experiment, SpeedupEstimate
+
+MINE = "mine"
+
+
+def _choice(label: str, empty: str, values, unknown: str) -> forms.ChoiceField:
+    """An optional select whose refusal names the value that no experiment has."""
+    return forms.ChoiceField(
+        label=label,
+        required=False,
+        choices=[("", empty), *values],
+        error_messages={"invalid_choice": unknown},
+    )
+
+
+class HistoryFilterForm(forms.Form):
+    q = forms.CharField(required=False, max_length=200, label="Search")
+    status = _choice("Status", "Any status", Experiment.Status.choices, "“%(value)s” is not a status.")
+    method = _choice(
+        "Method",
+        "Any method",
+        [(value, label) for value, label in Arm.Method.choices if value != Arm.Method.BASELINE],
+        "“%(value)s” is not a speculative method.",
+    )
+    since = forms.DateField(required=False, label="Created from", widget=forms.DateInput(attrs={"type": "date"}))
+    until = forms.DateField(required=False, label="to", widget=forms.DateInput(attrs={"type": "date"}))
+    sort = _choice("Sort", "Newest first", [(k, label) for k, (label, _) in SORTS.items()], "“%(value)s” is no order.")
+    metric = _choice(
+        "Headline",
+        "TPOT",
+        [(m, SpeedupEstimate.Metric(m).label) for m in HEADLINE_METRICS],
+        "“%(value)s” is not a verdict metric.",
+    )
+    per_page = forms.TypedChoiceField(
+        label="Per page",
+        required=False,
+        coerce=int,
+        empty_value=PAGE_SIZES[0],
+        choices=[(size, str(size)) for size in PAGE_SIZES],
+        error_messages={"invalid_choice": f"Show {', '.join(map(str, PAGE_SIZES))} per page (got “%(value)s”)."},
+    )
+    page = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
+
+    def __init__(self, data, *, choices: FilterChoices, **kwargs):
+        super().__init__(data, **kwargs)
+        self.fields["owner"] = _choice(
+            "Owner",
+            "Everyone",
+            [(MINE, "Mine"), *((name, name) for _, name in choices.owners)],
+            "There is no user “%(value)s”.",
+        )
+        self.fields["model"] = _choice(
+            "Model", "Any model", [(m, m) for m in choices.models], "No experiment used the model “%(value)s”."
+        )
+        self.fields["queue"] = _choice(
+            "Queue", "Any queue", [(q, q) for q in choices.queues], "No experiment ran on the queue “%(value)s”."
+        )
+        self.fields["hardware"] = _choice(
+            "Hardware", "Any hardware", [(h, h) for h in choices.hardware], "No run recorded the hardware “%(value)s”."
+        )
+        self.fields["vllm"] = _choice(
+            "vLLM",
+            "Any vLLM",
+            [(v, v) for v in choices.vllm_versions],
+            "No run recorded vLLM “%(value)s”.",
+        )
+        self._owner_ids = {name: owner_id for owner_id, name in choices.owners}
+
+    # How the page lays the filters out: the choice of experiments, then where and when they
+    # ran, then how the list is shown.
+    ROWS = (
+        ("q", "status", "owner", "method", "model"),
+        ("queue", "hardware", "vllm", "since", "until"),
+        ("sort", "metric", "per_page"),
+    )
+
+    def rows(self) -> list[list[forms.BoundField]]:
+        return [[self[name] for name in row] for row in self.ROWS]
+
+    def clean(self):
+        cleaned = super().clean()
+        since, until = cleaned.get("since"), cleaned.get("until")
+        if since and until and since > until:
+            self.add_error("until", f"The range ends ({until}) before it starts ({since}).")
+        return cleaned
+
+    def query(self, *, user) -> HistoryQuery:
+        """The validated filters; `user` is who "mine" means."""
+        data = self.cleaned_data
+        owner = data["owner"]
+        return HistoryQuery(
+            text=data["q"].strip(),
+            status=data["status"],
+            owner_id=user.id if owner == MINE else self._owner_ids.get(owner),
+            model=data["model"],
+            method=data["method"],
+            queue=data["queue"],
+            hardware=data["hardware"],
+            vllm_version=data["vllm"],
+            since=data["since"],
+            until=data["until"],
+            sort=data["sort"] or DEFAULT_SORT,
+        )
+
+    # Named apart from the fields: a class attribute of a field's name would replace the field.
+    @property
+    def headline_metric(self) -> str:
+        return self.cleaned_data["metric"] or HEADLINE_METRICS[0]
+
+    @property
+    def headline_label(self) -> str:
+        return SpeedupEstimate.Metric(self.headline_metric).label
+
+    @property
+    def page_size(self) -> int:
+        return self.cleaned_data["per_page"]
+
+    @property
+    def page_number(self) -> int:
+        return self.cleaned_data["page"] or 1
