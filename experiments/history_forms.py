@@ -1,8 +1,10 @@
-"""The history page's filters, read from the URL so that a filtered list can be shared.
-Validation only: a value that is not allowed is reported on the page, never dropped in silence."""
+"""Which experiments to look at: the history's filters and the comparison's picks, read from
+the URL so that a page can be shared. Validation only: a value that is not allowed is
+reported on the page, never dropped in silence."""
 
 from django import forms
 
+from experiments.comparison import MAX_EXPERIMENTS
 from experiments.history import DEFAULT_SORT, HEADLINE_METRICS, PAGE_SIZES, SORTS, FilterChoices, HistoryQuery
 from experiments.models import Arm, Experiment, SpeedupEstimate
 
@@ -124,3 +126,52 @@ class HistoryFilterForm(forms.Form):
     @property
     def page_number(self) -> int:
         return self.cleaned_data["page"] or 1
+
+
+class IdListField(forms.Field):
+    """Repeated URL parameters as distinct whole numbers, in the order given; empty values
+    (an "add" box left blank) are skipped."""
+
+    widget = forms.MultipleHiddenInput
+
+    def to_python(self, value) -> list[int]:
+        ids = []
+        for item in value or []:
+            item = str(item).strip().lstrip("#")
+            if not item:
+                continue
+            if not item.isdigit():
+                raise forms.ValidationError(f"“{item}” is not an experiment or arm number.")
+            if int(item) not in ids:
+                ids.append(int(item))
+        return ids
+
+
+class CompareForm(forms.Form):
+    """Two or more experiments and, optionally, the arms to show (all of them without)."""
+
+    experiments = IdListField(required=False)
+    arms = IdListField(required=False)
+
+    def clean_experiments(self) -> list[Experiment]:
+        ids = self.cleaned_data["experiments"]
+        if not 2 <= len(ids) <= MAX_EXPERIMENTS:
+            raise forms.ValidationError(f"Pick 2 to {MAX_EXPERIMENTS} experiments to compare (got {len(ids)}).")
+        found = Experiment.objects.select_related("owner").in_bulk(ids)
+        missing = [f"#{i}" for i in ids if i not in found]
+        if missing:
+            raise forms.ValidationError(f"There is no experiment {', '.join(missing)}.")
+        return [found[i] for i in ids]
+
+    def clean(self):
+        cleaned = super().clean()
+        experiments, arm_ids = cleaned.get("experiments"), cleaned.get("arms")
+        if experiments and arm_ids:
+            known = set(Arm.objects.filter(experiment__in=experiments, id__in=arm_ids).values_list("id", flat=True))
+            stray = [f"{i}" for i in arm_ids if i not in known]
+            if stray:
+                self.add_error("arms", f"Arm {', '.join(stray)} belongs to none of these experiments.")
+        return cleaned
+
+    def arm_ids(self) -> list[int] | None:
+        return self.cleaned_data["arms"] or None

@@ -434,6 +434,18 @@ class SpeedupEstimate(models.Model):
     def __str__(self):
         return f"{self.arm} {self.metric} @ {self.concurrency}"
 
+    def chart_point(self) -> dict:
+        """The estimate as the pages' chart scripts read it."""
+        return {
+            "arm": self.arm_id,
+            "level": self.concurrency,
+            "metric": self.metric,
+            "point": self.point,
+            "lo": self.ci_low,
+            "hi": self.ci_high,
+            "outcome": self.outcome,
+        }
+
 
 class ExperimentAnalysis(models.Model):
     """What the experiment page shows beyond the run summaries: verdicts and chart series,

@@ -9,6 +9,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from experiments.analysis import experiment_analyse
+from experiments.differences import hardware_label
 from experiments.models import Arm, EnvironmentSnapshot, Experiment, IllegalTransition, Run
 from experiments.schedule import schedule
 from workers.tasks import experiment_execute
@@ -131,13 +132,6 @@ def experiment_finish(*, experiment: Experiment) -> Experiment.Status:
     if new == Experiment.Status.FINISHED:
         _analyse_or_log(experiment)
     return new
-
-
-def hardware_label(*, gpu_name: str, gpu_count: int, cpu_model: str) -> str:
-    """The accelerator a run used, as the history lists it: "1 × NVIDIA H100" or "CPU: <model>"."""
-    if gpu_count:
-        return f"{gpu_count} × {gpu_name or 'unknown GPU'}"
-    return f"CPU: {cpu_model or 'unknown'}"
 
 
 def experiment_record_environment(*, experiment: Experiment) -> None:

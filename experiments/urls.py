@@ -7,6 +7,7 @@ app_name = "experiments"
 urlpatterns = [
     path("", views.experiment_list, name="list"),
     path("experiments/new/", views.experiment_create, name="create"),
+    path("compare/", views.experiment_compare, name="compare"),
     path("experiments/<int:pk>/", views.experiment_detail, name="detail"),
     path("experiments/<int:pk>/progress/", views.experiment_progress, name="progress"),
     path(

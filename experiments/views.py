@@ -3,9 +3,9 @@ from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
-from experiments import exports, history, results, selectors, services
+from experiments import comparison, exports, history, results, selectors, services
 from experiments.forms import ARM_FORMSET_PREFIX, ArmFormSet, ExperimentForm
-from experiments.history_forms import HistoryFilterForm
+from experiments.history_forms import CompareForm, HistoryFilterForm
 from experiments.models import Experiment
 
 
@@ -31,6 +31,17 @@ def experiment_list(request):
             rows = history.history_rows(experiments=list(page), metric=filters.headline_metric)
             context |= {"page_obj": page, "rows": rows}
     return render(request, "experiments/list.html", context, status=400 if filters.errors else 200)
+
+
+@require_GET
+def experiment_compare(request):
+    """Arms of two or more experiments side by side, with every difference between them."""
+    form = CompareForm(request.GET)
+    if not form.is_valid():
+        return render(request, "experiments/compare.html", {"form": form}, status=400)
+    result = comparison.comparison(experiments=form.cleaned_data["experiments"], arm_ids=form.arm_ids())
+    context = {"form": form, "comparison": result, "chart_data": result.chart_data()}
+    return render(request, "experiments/compare.html", context)
 
 
 @require_http_methods(["GET", "POST"])

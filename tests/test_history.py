@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from experiments import history, services
+from experiments.differences import hardware_label
 from experiments.models import Arm, Experiment, SpeedupEstimate
 from tests.factories import (
     ArmFactory,
@@ -267,4 +268,4 @@ def test_finishing_copies_the_recorded_vllm_versions_and_hardware_onto_the_exper
 
 
 def test_a_cpu_run_is_listed_by_its_cpu():
-    assert services.hardware_label(gpu_name="", gpu_count=0, cpu_model="AMD EPYC 7B13") == "CPU: AMD EPYC 7B13"
+    assert hardware_label(gpu_name="", gpu_count=0, cpu_model="AMD EPYC 7B13") == "CPU: AMD EPYC 7B13"
