@@ -72,7 +72,8 @@ def protocol_of(experiment: Experiment, snapshots: list[dict]) -> Protocol:
     )
     return Protocol(
         label=f"#{e.pk} {e.name}", target_model=e.target_model, dtype=e.dtype, max_model_len=e.max_model_len,
-        worker_queue=e.worker_queue, vllm_versions=_recorded(snapshots, lambda s: s["vllm_version"]),
+        worker_queue=e.worker_queue, requested_vllm_version=e.requested_vllm_version,
+        vllm_versions=_recorded(snapshots, lambda s: s["vllm_version"]),
         runtime=_recorded(snapshots, _runtime),
         hardware=_recorded(
             snapshots,

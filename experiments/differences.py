@@ -23,6 +23,7 @@ class Protocol:
     dtype: str
     max_model_len: int
     worker_queue: str
+    requested_vllm_version: str
     vllm_versions: tuple[str, ...]
     runtime: tuple[str, ...]  # torch, Python, GPU driver and CUDA, e.g. "torch 2.13.0 · CUDA 12.4"
     hardware: tuple[str, ...]
@@ -86,6 +87,11 @@ RULES: dict[str, tuple[str, Callable[[Protocol], str], str]] = {
         "Max model length",
         lambda p: str(p.max_model_len),
         "A different context limit changes the KV cache and the batch the server can hold.",
+    ),
+    "requested_vllm_version": (
+        "vLLM version asked for",
+        lambda p: p.requested_vllm_version or "none (whatever the queue's workers have)",
+        "The experiments asked for different runtimes; what each actually ran is the recorded vLLM version.",
     ),
     "vllm_versions": (
         "vLLM version",

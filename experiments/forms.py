@@ -126,6 +126,14 @@ class ExperimentForm(forms.Form):
         max_length=64, initial="cpu", help_text="Celery queue of the worker pool, e.g. cpu or h100."
     )
     dtype = forms.ChoiceField(choices=DTYPE_CHOICES, initial="auto")
+    requested_vllm_version = forms.RegexField(
+        regex=r"^[0-9A-Za-z][0-9A-Za-z.+_-]*$",
+        max_length=64,
+        required=False,
+        label="vLLM version",
+        help_text="Recorded as asked for; the worker runs the version installed on its host, and each run records it.",
+        error_messages={"invalid": "A version such as 0.33.0 or 0.33.0rc1."},
+    )
     max_model_len = forms.IntegerField(min_value=16, max_value=1_048_576, initial=512, label="Max model length")
 
     workload_kind = forms.ChoiceField(
@@ -416,11 +424,3 @@ ArmFormSet = forms.formset_factory(
     can_delete=True,
 )
 ARM_FORMSET_PREFIX = "arms"
-
-
-class ExperimentFilterForm(forms.Form):
-    """The history page's filters (GET)."""
-
-    status = forms.ChoiceField(choices=[("", "Any status"), *Experiment.Status.choices], required=False)
-    owner = forms.ChoiceField(choices=[("", "Everyone"), ("mine", "Mine")], required=False)
-    q = forms.CharField(required=False, max_length=200, label="Search")

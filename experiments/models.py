@@ -30,6 +30,10 @@ class Experiment(models.Model):
         BUILTIN = "builtin", "Built-in prompt set"
         SYNTHETIC = "synthetic", "Synthetic prompts (random tokens)"
 
+    class OriginKind(models.TextChoices):
+        RERUN = "rerun", "Re-run"
+        CLONE = "clone", "Clone"
+
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="experiments")
@@ -83,6 +87,19 @@ class Experiment(models.Model):
 
     # What the runs recorded in their environment snapshots, copied here when the experiment
     # ends so that the history can filter and show them without reading every snapshot.
+    # The runtime asked for. The worker does not enforce it yet: it runs the vLLM installed on
+    # its host, which the runs' environment snapshots record (vllm_versions below).
+    requested_vllm_version = models.CharField(max_length=64, blank=True)
+
+    origin = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="descendants",
+        help_text="The experiment this one re-runs or was cloned from.",
+    )  # fmt: skip
+    origin_kind = models.CharField(max_length=8, choices=OriginKind.choices, blank=True)
+    cancelled_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+
     vllm_versions = ArrayField(
         models.CharField(max_length=64), default=list, blank=True, help_text="vLLM version(s) the runs ran on."
     )

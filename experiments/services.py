@@ -108,18 +108,42 @@ def experiment_create(*, owner, arms: list[ArmSpec], **fields) -> Experiment:
 
 
 def experiment_mark_running(*, experiment: Experiment) -> None:
+    """Queued → running, as a conditional update: a cancellation that lands between the
+    worker reading the experiment and this call is not overwritten."""
     if experiment.status == Experiment.Status.RUNNING:
         return
     _check_transition(EXPERIMENT_TRANSITIONS, experiment.status, Experiment.Status.RUNNING, "Experiment")
-    experiment.status = Experiment.Status.RUNNING
-    experiment.started_at = experiment.started_at or timezone.now()
-    experiment.save(update_fields=["status", "started_at"])
+    now = timezone.now()
+    if not Experiment.objects.filter(id=experiment.id, status=experiment.status).update(
+        status=Experiment.Status.RUNNING, started_at=now
+    ):
+        experiment.refresh_from_db(fields=["status", "started_at"])
+        raise IllegalTransition(f"Experiment is {experiment.status} now; it was not started.")
+    experiment.status, experiment.started_at = Experiment.Status.RUNNING, now
+
+
+@transaction.atomic
+def experiment_cancel(*, experiment: Experiment, by) -> None:
+    """Stop a queued or running experiment: its open runs become cancelled, the runs that
+    completed keep their results. The worker notices at its next progress report or before
+    its next run, stops the load and its vLLM server (workers/runner.py)."""
+    locked = Experiment.objects.select_for_update().get(id=experiment.id)
+    _check_transition(EXPERIMENT_TRANSITIONS, locked.status, Experiment.Status.CANCELLED, "Experiment")
+    now = timezone.now()
+    experiment.runs.open().update(
+        status=Run.Status.CANCELLED, finished_at=now, error=f"Cancelled by {by.get_username()}."
+    )
+    experiment.status, experiment.finished_at, experiment.cancelled_by = Experiment.Status.CANCELLED, now, by
+    experiment.save(update_fields=["status", "finished_at", "cancelled_by"])
+    experiment_record_environment(experiment=experiment)
 
 
 @transaction.atomic
 def experiment_finish(*, experiment: Experiment) -> Experiment.Status:
     """Close the experiment once no run is left to do: finished if any run succeeded.
-    A finished experiment becomes visible together with its analysis."""
+    A finished experiment becomes visible together with its analysis. The row is locked
+    and read again, so that a cancellation at the same moment wins or waits."""
+    experiment.status = Experiment.objects.select_for_update().values_list("status", flat=True).get(id=experiment.id)
     if experiment.runs.open().exists():
         raise IllegalTransition("Experiment still has runs to do.")
     statuses = set(experiment.runs.values_list("status", flat=True))

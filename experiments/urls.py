@@ -10,6 +10,9 @@ urlpatterns = [
     path("compare/", views.experiment_compare, name="compare"),
     path("experiments/<int:pk>/", views.experiment_detail, name="detail"),
     path("experiments/<int:pk>/progress/", views.experiment_progress, name="progress"),
+    path("experiments/<int:pk>/rerun/", views.experiment_rerun, name="rerun"),
+    path("experiments/<int:pk>/clone/", views.experiment_clone, name="clone"),
+    path("experiments/<int:pk>/cancel/", views.experiment_cancel, name="cancel"),
     path(
         "experiments/<int:pk>/download/summaries.csv",
         views.experiment_download,

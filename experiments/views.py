@@ -1,17 +1,19 @@
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from experiments import comparison, exports, history, results, selectors, services
+from experiments import comparison, exports, history, prefill, results, selectors, services
 from experiments.forms import ARM_FORMSET_PREFIX, ArmFormSet, ExperimentForm
 from experiments.history_forms import CompareForm, HistoryFilterForm
-from experiments.models import Experiment
+from experiments.models import Experiment, IllegalTransition
+from experiments.prefill import OriginForm, RerunForm
 
 
 def _get_experiment_for_user(request, pk: int) -> Experiment:
     # Every member of the team may see every experiment; login is enforced by middleware.
-    return get_object_or_404(Experiment.objects.select_related("owner"), pk=pk)
+    return get_object_or_404(Experiment.objects.select_related("owner", "origin", "cancelled_by"), pk=pk)
 
 
 @require_GET
@@ -44,21 +46,87 @@ def experiment_compare(request):
     return render(request, "experiments/compare.html", context)
 
 
+def _queued(request, experiment: Experiment):
+    messages.success(
+        request,
+        f"Experiment “{experiment.name}” is queued on the {experiment.worker_queue} workers: "
+        f"{experiment.runs.count()} runs.",
+    )
+    return redirect("experiments:detail", pk=experiment.pk)
+
+
 @require_http_methods(["GET", "POST"])
 def experiment_create(request):
     form = ExperimentForm(request.POST or None)
     arms = ArmFormSet(request.POST or None, prefix=ARM_FORMSET_PREFIX)
-    # Validate both, so that every error shows at once.
-    valid = [form.is_valid(), arms.is_valid()]
+    origin_form = OriginForm(request.POST or None)
+    # Validate all, so that every error shows at once.
+    valid = [form.is_valid(), arms.is_valid(), origin_form.is_valid()]
+    origin = origin_form.cleaned_data.get("origin") if all(valid[2:]) else None
     if request.method == "POST" and all(valid):
-        experiment = services.experiment_create(owner=request.user, arms=arms.arm_specs(), **form.experiment_fields())
-        messages.success(
-            request,
-            f"Experiment “{experiment.name}” is queued on the {experiment.worker_queue} workers: "
-            f"{experiment.runs.count()} runs.",
+        lineage = {"origin": origin, "origin_kind": Experiment.OriginKind.CLONE} if origin else {}
+        experiment = services.experiment_create(
+            owner=request.user, arms=arms.arm_specs(), **form.experiment_fields(), **lineage
         )
-        return redirect("experiments:detail", pk=experiment.pk)
-    return render(request, "experiments/create.html", {"form": form, "arms": arms})
+        return _queued(request, experiment)
+    context = {"form": form, "arms": arms, "origin_form": origin_form, "origin": origin}
+    return render(request, "experiments/create.html", context)
+
+
+@require_GET
+def experiment_clone(request, pk: int):
+    """The experiment form filled in with this experiment's protocol."""
+    origin = _get_experiment_for_user(request, pk)
+    context = {
+        "form": ExperimentForm(initial=prefill.experiment_data(origin) | {"name": f"{origin.name} (clone)"[:200]}),
+        "arms": ArmFormSet(initial=prefill.arm_initial(origin), prefix=ARM_FORMSET_PREFIX),
+        "origin_form": OriginForm(initial={"origin": origin.pk}),
+        "origin": origin,
+    }
+    return render(request, "experiments/create.html", context)
+
+
+@require_http_methods(["GET", "POST"])
+def experiment_rerun(request, pk: int):
+    """The same protocol again, on the queue and vLLM version chosen. It passes through the
+    experiment form, so today's rules apply and the prompt set's current hash is recorded."""
+    origin = _get_experiment_for_user(request, pk)
+    form = RerunForm(request.POST) if request.method == "POST" else RerunForm.for_origin(origin)
+    protocol_errors = []
+    if request.method == "POST" and form.is_valid():
+        experiment_form = ExperimentForm(prefill.experiment_data(origin) | form.cleaned_data)
+        arms = ArmFormSet(prefill.arm_data(origin), prefix=ARM_FORMSET_PREFIX)
+        if all([experiment_form.is_valid(), arms.is_valid()]):
+            experiment = services.experiment_create(
+                owner=request.user, arms=arms.arm_specs(), **experiment_form.experiment_fields(),
+                origin=origin, origin_kind=Experiment.OriginKind.RERUN,
+            )  # fmt: skip
+            return _queued(request, experiment)
+        protocol_errors = prefill.protocol_errors(experiment_form, arms)
+    context = {
+        "origin": origin,
+        "form": form,
+        "protocol_errors": protocol_errors,
+        "arms": selectors.experiment_arms(experiment=origin),
+        "environment": selectors.experiment_environment(experiment=origin),
+        "prompt_set_changed": prefill.prompt_set_changed(origin),
+    }
+    return render(request, "experiments/rerun.html", context, status=400 if form.errors or protocol_errors else 200)
+
+
+@require_POST
+def experiment_cancel(request, pk: int):
+    """Cancel a queued or running experiment: its owner or staff only."""
+    experiment = _get_experiment_for_user(request, pk)
+    if request.user != experiment.owner and not request.user.is_staff:
+        raise PermissionDenied("Only the experiment's owner (or staff) may cancel it.")
+    try:
+        services.experiment_cancel(experiment=experiment, by=request.user)
+    except IllegalTransition:
+        messages.error(request, f"The experiment is {experiment.get_status_display().lower()}: nothing to cancel.")
+    else:
+        messages.success(request, "Cancelled: the runs that completed are kept, the others will not run.")
+    return redirect("experiments:detail", pk=experiment.pk)
 
 
 @require_GET
@@ -73,6 +141,8 @@ def experiment_detail(request, pk: int):
         "warnings": selectors.experiment_warnings(experiment=experiment, analysis=analysis),
         "results": block,
         "results_data": block.chart_data() if block else None,
+        "descendants": experiment.descendants.order_by("-created_at"),
+        "can_cancel": request.user == experiment.owner or request.user.is_staff,
         **_progress_context(experiment),
     }
     return render(request, "experiments/detail.html", context)

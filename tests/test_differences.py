@@ -13,6 +13,7 @@ BASE = Protocol(
     dtype="bfloat16",
     max_model_len=4096,
     worker_queue="h100",
+    requested_vllm_version="",
     vllm_versions=("0.32.0",),
     runtime=("torch 2.13.0 · Python 3.11.2 · driver 550.54 · CUDA 12.4",),
     hardware=("1 × NVIDIA H100 80GB HBM3",),
@@ -41,6 +42,7 @@ CHANGES = [
     ("target_model", {"target_model": "/models/qwen-7b"}),
     ("dtype", {"dtype": "float16"}),
     ("max_model_len", {"max_model_len": 8192}),
+    ("requested_vllm_version", {"requested_vllm_version": "0.33.0"}),
     ("vllm_versions", {"vllm_versions": ("0.33.0",)}),
     ("vllm_versions", {"vllm_versions": ()}),  # not run yet: cannot be called the same
     ("runtime", {"runtime": ("torch 2.14.0 · Python 3.11.2 · driver 550.54 · CUDA 12.4",)}),
