@@ -1,6 +1,7 @@
 """Through the real parts: PostgreSQL, Redis, a Celery worker process and vLLM servers."""
 
 import itertools
+import os
 import subprocess
 
 import pytest
@@ -13,6 +14,8 @@ from experiments.models import Arm, EnvironmentSnapshot, Experiment, RequestReco
 from experiments.services import ArmSpec
 from experiments.workloads import prompt_set_hash
 from tests.worker_fixtures import wait_for_experiment
+from workers.affinity import plan_binding
+from workers.ingest import unpack_token_ids
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -75,21 +78,29 @@ def test_experiment_runs_end_to_end_on_real_vllm(celery_worker_process, owner):
         ),
         ArmSpec(method=Arm.Method.DRAFT_MODEL, num_speculative_tokens=3, params={"model": str(DRAFT)}),
     ]
-    experiment = services.experiment_create(owner=owner, arms=arms, **_fields())
+    experiment = services.experiment_create(owner=owner, arms=arms, **_fields(repetitions=2))
 
-    experiment = wait_for_experiment(experiment.id, timeout_s=1200)
+    experiment = wait_for_experiment(experiment.id, timeout_s=1800)
 
     assert experiment.status == Experiment.Status.FINISHED
     runs = list(experiment.runs.select_related("arm", "summary"))
-    assert len(runs) == 3 * 2
+    assert len(runs) == 3 * 2 * 2  # arms x levels x blocks
     assert {run.status for run in runs} == {Run.Status.SUCCEEDED}
+    _check_schedule_was_followed(experiment)
     for run in runs:
         rows = RequestRecord.objects.filter(run=run)
-        assert rows.count() == experiment.num_prompts
+        # Each measured prompt once, the warm-up prompt (index 0) never measured.
+        assert sorted(rows.values_list("prompt_index", flat=True)) == list(range(1, 1 + experiment.num_prompts))
         summary = run.summary
         assert summary.completed + summary.failed == rows.count()
         assert summary.total_output_tokens == rows.filter(error="").aggregate(n=Sum("output_tokens"))["n"]
-        assert EnvironmentSnapshot.objects.get(run=run).vllm_version
+        assert 0 < summary.achieved_concurrency <= run.concurrency * 1.05
+        for row in rows.filter(error=""):
+            assert len(unpack_token_ids(row.output_token_ids)) == row.output_tokens
+        environment = EnvironmentSnapshot.objects.get(run=run)
+        assert environment.vllm_version
+        binding = plan_binding(os.sched_getaffinity(0))
+        assert environment.cpu_binding == (binding.record() if binding else {})
         if run.arm.is_baseline:
             assert not summary.spec_num_drafts
             continue
@@ -101,4 +112,18 @@ def test_experiment_runs_end_to_end_on_real_vllm(celery_worker_process, owner):
         with_steps = [bool(r.spec_accepted_per_step) for r in rows]
         # A draft model proposes at every step; an n-gram lookup can find nothing to propose.
         assert all(with_steps) if run.arm.method == Arm.Method.DRAFT_MODEL else any(with_steps)
-    assert RunSummary.objects.filter(run__experiment=experiment).count() == 6
+    assert RunSummary.objects.filter(run__experiment=experiment).count() == len(runs)
+
+
+def _check_schedule_was_followed(experiment: Experiment) -> None:
+    """Runs started in schedule order, each (block, arm) on a server of its own."""
+    by_start = list(experiment.runs.order_by("started_at").values_list("id", flat=True))
+    scheduled = list(
+        experiment.runs.order_by("repetition", "block_position", "level_position").values_list("id", flat=True)
+    )
+    assert by_start == scheduled
+    assert all(run.started_at < run.finished_at for run in experiment.runs.all())
+    folder = settings.DATA_DIR / "server-logs" / f"experiment-{experiment.id}"
+    # One log per server; an earlier test database may have left logs under the same id.
+    logs = [log for log in folder.glob("*.log") if log.stat().st_mtime >= experiment.created_at.timestamp()]
+    assert len(logs) == experiment.arms.count() * experiment.repetitions
