@@ -12,10 +12,10 @@ from django.db.models import Sum
 from experiments import services
 from experiments.models import Arm, EnvironmentSnapshot, Experiment, RequestRecord, Run, RunSummary
 from experiments.services import ArmSpec
+from experiments.tokens import unpack_token_ids
 from experiments.workloads import prompt_set_hash
 from tests.worker_fixtures import wait_for_experiment
 from workers.affinity import plan_binding
-from workers.ingest import unpack_token_ids
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

@@ -3,8 +3,9 @@ from datetime import UTC, datetime
 import pytest
 
 from experiments.models import EnvironmentSnapshot, RequestRecord, RunSummary
+from experiments.tokens import pack_token_ids, unpack_token_ids
 from tests.factories import RunFactory
-from workers.ingest import ingest_run, meets_slos, pack_token_ids, summary_fields, unpack_token_ids
+from workers.ingest import ingest_run, meets_slos, summary_fields
 from workers.loadgen import LoadResult, RequestResult
 from workers.prom import SpecCounters
 

@@ -4,12 +4,11 @@ Request rows go in with COPY. Writing the same run again replaces its rows, so a
 that is retried is never recorded twice.
 """
 
-import struct
-
 from django.db import connection, transaction
 
 from experiments import stats
 from experiments.models import EnvironmentSnapshot, Experiment, RequestRecord, RunSummary
+from experiments.tokens import pack_token_ids
 from workers.loadgen import LoadResult, RequestResult
 from workers.prom import SpecCounters
 
@@ -32,16 +31,6 @@ REQUEST_COLUMNS = (
     "output_token_ids",
     "queue_ms",
 )
-
-
-def pack_token_ids(token_ids: list[int]) -> bytes:
-    """Token ids as unsigned 32-bit little-endian integers: 4 bytes a token, the same on every host."""
-    return struct.pack(f"<{len(token_ids)}I", *token_ids)
-
-
-def unpack_token_ids(packed: bytes | memoryview) -> list[int]:
-    """The inverse of pack_token_ids."""
-    return list(struct.unpack(f"<{len(packed) // 4}I", packed))
 
 
 def _request_row(run_id: int, r: RequestResult) -> tuple:
