@@ -112,10 +112,9 @@ SPECDASH_SERVER_START_TIMEOUT_S = env_float("SPECDASH_SERVER_START_TIMEOUT_S", 3
 SPECDASH_RUN_SOFT_TIME_LIMIT_S = env_int("SPECDASH_RUN_SOFT_TIME_LIMIT_S", 3 * 3600)
 SPECDASH_HEARTBEAT_STALE_S = env_int("SPECDASH_HEARTBEAT_STALE_S", 300)
 SPECDASH_CPU_KVCACHE_GIB = env_int("SPECDASH_CPU_KVCACHE_GIB", 2)
-# Model ids or paths outside SPECDASH_MODELS_DIR, and trust_remote_code, only when an
-# administrator allows them for this installation.
+# Model ids or paths outside SPECDASH_MODELS_DIR only when an administrator allows them for
+# this installation. vLLM never gets --trust-remote-code: no model code from a repository runs.
 SPECDASH_ALLOW_ANY_MODEL_PATH = env_bool("SPECDASH_ALLOW_ANY_MODEL_PATH", False)
-SPECDASH_ALLOW_TRUST_REMOTE_CODE = env_bool("SPECDASH_ALLOW_TRUST_REMOTE_CODE", False)
 
 CELERY_BEAT_SCHEDULE = {
     "reap-stale-runs": {"task": "workers.tasks.runs_reap_stale", "schedule": 60.0},
