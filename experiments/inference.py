@@ -66,7 +66,7 @@ def _by_cell(runs: Sequence[RunData]) -> dict[tuple[int, int], dict[int, RunData
 
 def _block_ratio(metric: str, base: RunData, arm: RunData) -> tuple[float | None, int]:
     if metric in THROUGHPUT_METRICS:
-        return stats.run_ratio(base.throughputs.get(metric), arm.throughputs.get(metric), higher_is_better=True), 0
+        return stats.run_ratio(base.throughputs.get(metric), arm.throughputs.get(metric)), 0  # arm / baseline
     return stats.ratio_of_means(base.latencies.get(metric, {}), arm.latencies.get(metric, {}))
 
 
@@ -187,11 +187,14 @@ def fidelity_cells(
     results = []
     for level in sorted(levels):
         base_runs = cells.get((baseline, level), {})
-        reference = _compare_outputs(base_runs, cells.get((replicate, level), {})) if replicate is not None else None
+        # Without a replicate (or its runs) nothing is compared, and diverges_more gives None.
+        ref_compared, ref_identical, _ = _compare_outputs(base_runs, cells.get((replicate, level), {}))
         for arm in arms:
             compared, identical, divergence = _compare_outputs(base_runs, cells.get((arm, level), {}))
-            p = None
-            if reference is not None and arm != replicate:
-                p = stats.diverges_more(compared - identical, compared, reference[0] - reference[1], reference[0])
+            p = (
+                stats.diverges_more(compared - identical, compared, ref_compared - ref_identical, ref_compared)
+                if arm != replicate
+                else None
+            )
             results.append(FidelityCell(arm, level, compared, identical, tuple(divergence), p))
     return results

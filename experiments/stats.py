@@ -141,8 +141,7 @@ def per_position_conditional(accepted_per_pos: Sequence[int], drafts: int | None
     From vLLM's counters, which assume every draft has the full length. None where the
     previous position was never accepted.
     """
-    previous = [drafts, *accepted_per_pos[:-1]]
-    return [count / prev if prev else None for count, prev in zip(accepted_per_pos, previous, strict=True)]
+    return [count / prev if prev else None for prev, count in pairwise([drafts, *accepted_per_pos])]
 
 
 def per_position_conditional_from_steps(
@@ -166,8 +165,8 @@ def per_position_conditional_from_steps(
             for position in range(min(accepted + 1, drafted)):
                 at_stake[position] += 1
                 accepted_at[position] += position < accepted
-    length = max(at_stake, default=-1) + 1
-    return [(accepted_at[i], at_stake[i]) for i in range(length)]
+    # The positions at stake in a step are 0 to some m - 1, so those of all steps are 0 to the largest.
+    return [(accepted_at[i], at_stake[i]) for i in range(len(at_stake))]
 
 
 def tokens_per_step_along_output(
@@ -194,7 +193,7 @@ def tokens_per_step_along_output(
         if len(chunks) - 1 != steps:
             merged += 1
             continue
-        index = chunks[0] if chunks else 0
+        index = chunks[0]  # not empty: no chunks would be -1 chunks after the first, left out above
         for tokens in chunks[1:]:
             bucket = totals[index // bucket_tokens * bucket_tokens]
             bucket[0] += tokens

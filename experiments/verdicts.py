@@ -70,8 +70,8 @@ def classify(
 
 
 def _decimals_for(lo: float, hi: float) -> int:
-    # Enough decimals that a bound on one side of 1 is not printed as 1.00.
-    for decimals in (2, 3, 4):
+    # Enough decimals that a bound on one side of 1 is not printed as 1.00, but at most 4.
+    for decimals in (2, 3):
         if all(bound == 1 or round(bound, decimals) != 1 for bound in (lo, hi)):
             return decimals
     return 4
@@ -135,17 +135,16 @@ def _settle_hint(cells: list[Cell]) -> str:
     needed = [blocks_to_settle(cell.estimate, cell.margin) for cell in cells]
     if any(n is None for n in needed):
         return "; the spread between blocks is too large for a few more repetitions to settle it"
-    most = max(needed)
-    return f"; about {most} blocks in all would settle it" if most > cells[0].estimate.n_blocks else ""
+    # An inconclusive interval reaches 1 or leaves the band, so it always needs more blocks than it has.
+    return f"; about {max(needed)} blocks in all would settle it"
 
 
 def _clause(arm_label: str, metric_name: str, segment: list[Cell], position: int, n_segments: int) -> str:
     outcome = segment[0].outcome
     span = _span([cell.level for cell in segment], n_segments, position)
     ends = [segment[0], segment[-1]] if len(segment) > 1 else segment
-    detail = f"{metric_name} " + ", ".join(f"{figure(cell.estimate)} at {cell.level}" for cell in ends)
-    if outcome == NO_DATA:
-        detail = ""
+    figures = ", ".join(f"{figure(cell.estimate)} at {cell.level}" for cell in ends)
+    detail = "" if outcome == NO_DATA else f"{metric_name} {figures}"
     if outcome == FASTER and all(cell.estimate.lo < 1 + cell.margin for cell in segment):
         detail += f", possibly by less than the {segment[0].margin:.0%} margin"
     if outcome == INCONCLUSIVE:

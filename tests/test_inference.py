@@ -111,6 +111,85 @@ def test_fidelity_against_the_baseline_and_the_replicate():
     assert not arm_cell.warn
 
 
+def test_throughput_cells_pair_no_requests_and_get_a_verdict_by_default():
+    # Throughput ratios 150/100, 165/110, 135/90 = 1.5 in every block: called faster
+    # without a fixed arrival rate, from one value per run (0 pairs).
+    runs = []
+    for block, (base, arm) in enumerate([(100, 150), (110, 165), (90, 135)], start=1):
+        runs += [_run(BASE, block, [10], throughput=base), _run(ARM, block, [5], throughput=arm)]
+    cell = _cells(runs, metrics=["output_throughput"])[(ARM, 1, "output_throughput")]
+    assert (cell.outcome, cell.n_pairs) == (verdicts.FASTER, 0)
+
+
+def test_a_metric_the_runs_did_not_record_has_no_data():
+    # The runs hold TPOT only: E2E has no pairs in any of the 3 blocks.
+    runs = [r for b in (1, 2, 3) for r in (_run(BASE, b, [10]), _run(ARM, b, [5]))]
+    cell = _cells(runs, metrics=["e2e"])[(ARM, 1, "e2e")]
+    assert (cell.estimate.point, cell.outcome, cell.n_pairs) == (None, verdicts.NO_DATA, 0)
+    assert cell.estimate.note == "3 block(s) without a ratio (no pairs or a zero value)"
+
+
+def test_a_level_without_runs_has_no_data():
+    runs = [r for b in (1, 2, 3) for r in (_run(BASE, b, [10]), _run(ARM, b, [5]))]
+    cell = _cells(runs, levels=[1, 4], metrics=["tpot"])[(ARM, 4, "tpot")]
+    assert (cell.estimate.point, cell.outcome, cell.n_pairs) == (None, verdicts.NO_DATA, 0)
+    assert (cell.failed_baseline, cell.failed_arm) == (0, 0)
+
+
+def test_equal_failures_on_both_sides_allow_a_verdict():
+    # One failed request on each side in each block: 3 and 3. The TPOT ratio is 10 / 5 = 2
+    # in every block: faster.
+    runs = [r for b in (1, 2, 3) for r in (_run(BASE, b, [10], failed=1), _run(ARM, b, [5], failed=1))]
+    cell = _cells(runs, metrics=["tpot"])[(ARM, 1, "tpot")]
+    assert (cell.failed_baseline, cell.failed_arm, cell.outcome) == (3, 3, verdicts.FASTER)
+
+
+def test_break_even_pays_everywhere_when_faster_at_every_level():
+    # Arm TPOT 5, 5.5, 4.5 against 10 at both levels: ratios 2, 1.818, 2.222; logs 0.6931,
+    # 0.5978, 0.7985, mean 0.6965, sd 0.1004, half-width 4.3027 * 0.1004 / 1.7321 = 0.2494,
+    # lower bound e^0.4471 = 1.56 > 1: faster at 1 and at 4.
+    runs = []
+    for block, arm_tpot in enumerate([5.0, 5.5, 4.5], start=1):
+        for level in (1, 4):
+            runs += [_run(BASE, block, [10], level=level), _run(ARM, block, [arm_tpot], level=level)]
+    cells = inference.speedup_cells(runs, baseline=BASE, arms=[ARM], levels=[1, 4], margin=0.02, metrics=["tpot"])
+    assert [c.outcome for c in cells] == [verdicts.FASTER, verdicts.FASTER]
+    assert inference.break_evens(cells)[(ARM, "tpot")].state == "pays at every measured level"
+
+
+def test_fidelity_when_the_replicate_differs_too():
+    base = {0: [1, 2], 1: [3, 4], 2: [5, 6], 3: [7, 8]}
+    replicate = {0: [1, 2], 1: [3, 4], 2: [5, 6], 3: [7, 9]}  # 3 of 4 equal
+    arm = {0: [1, 2], 1: [3, 9], 2: [0, 6], 3: [7, 8, 1]}  # 1 of 4 equal; differ at 1, 0, 2
+    runs = [_run(BASE, 1, [1], outputs=base), _run(REPLICATE, 1, [1], outputs=replicate)]
+    runs += [_run(ARM, 1, [1], outputs=arm)]
+    cells = inference.fidelity_cells(runs, baseline=BASE, arms=[REPLICATE, ARM], levels=[1], replicate=REPLICATE)
+    by_arm = {cell.arm: cell for cell in cells}
+    assert (by_arm[REPLICATE].level, by_arm[REPLICATE].compared, by_arm[REPLICATE].identical) == (1, 4, 3)
+    assert (by_arm[ARM].level, by_arm[ARM].compared, by_arm[ARM].identical) == (1, 4, 1)
+    assert sorted(by_arm[ARM].divergence_at) == [0, 1, 2]
+    # Fisher, one-sided: [[3 differ, 1 equal], [1 differ, 3 equal]]. 4 of the 8 differ; the
+    # arm's 4 hold at least 3 of them with P = [C(4,3)C(4,1) + C(4,4)C(4,0)] / C(8,4)
+    # = (16 + 1) / 70.
+    assert by_arm[ARM].p_more_than_replicate == pytest.approx(17 / 70)
+
+
+def test_fidelity_compares_only_the_blocks_and_prompts_both_sides_have():
+    # Block 1: prompt 0 on both sides (equal); prompt 1 only in the baseline's run. Block 2:
+    # only the baseline ran. Level 4: no runs at all. No replicate: no p-value.
+    runs = [
+        _run(BASE, 1, [1], outputs={0: [1, 2], 1: [3, 4]}),
+        _run(ARM, 1, [1], outputs={0: [1, 2]}),
+        _run(BASE, 2, [1], outputs={0: [5, 6]}),
+    ]
+    cells = inference.fidelity_cells(runs, baseline=BASE, arms=[ARM], levels=[4, 1], replicate=None)
+    assert [(c.level, c.compared, c.identical, c.p_more_than_replicate) for c in cells] == [
+        (1, 1, 1, None),
+        (4, 0, 0, None),
+    ]
+    assert cells[1].identical_share is None
+
+
 # ---------------------------------------------------------------- the simulation, small
 
 

@@ -43,3 +43,26 @@ def test_one_server_per_arm_runs_each_arm_through_all_blocks():
     arms = [s.arm_index for s in slots]
     assert arms == sorted(arms, key=arms.index)  # each arm's runs are contiguous
     assert [s.block for s in slots[:6]] == [1, 1, 2, 2, 3, 3]
+
+
+def test_one_server_per_arm_keeps_the_first_blocks_arm_order_and_each_blocks_level_order():
+    # Seed 0 draws, block 1: arms [2, 1, 0], levels [4, 1]; block 2: arms [1, 0, 2], levels [1, 4].
+    assert block_orders(n_arms=3, levels=[1, 4], blocks=2, seed=0) == [([2, 1, 0], [4, 1]), ([1, 0, 2], [1, 4])]
+    # One server per arm: the arms run in block 1's order (2, then 1, then 0: places 1, 2, 3
+    # in every block), each through block 1 and block 2, each block's levels in that block's
+    # order (4 then 1 in block 1, 1 then 4 in block 2: level places 1 and 2).
+    slots = schedule(n_arms=3, levels=[1, 4], blocks=2, seed=0, server_per_block=False)
+    assert [(s.arm_index, s.block, s.level, s.block_position, s.level_position) for s in slots] == [
+        (2, 1, 4, 1, 1),
+        (2, 1, 1, 1, 2),
+        (2, 2, 1, 1, 1),
+        (2, 2, 4, 1, 2),
+        (1, 1, 4, 2, 1),
+        (1, 1, 1, 2, 2),
+        (1, 2, 1, 2, 1),
+        (1, 2, 4, 2, 2),
+        (0, 1, 4, 3, 1),
+        (0, 1, 1, 3, 2),
+        (0, 2, 1, 3, 1),
+        (0, 2, 4, 3, 2),
+    ]

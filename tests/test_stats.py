@@ -51,6 +51,13 @@ def test_tpot():
     assert stats.tpot_ms(20.0, 20.0, 0) is None
 
 
+def test_tpot_with_a_value_missing_and_with_two_tokens():
+    assert stats.tpot_ms(100.0, None, 5) is None
+    assert stats.tpot_ms(100.0, 200.0, None) is None
+    # 2 tokens: the second 30 ms after the first -> (130 - 100) / 1 = 30 ms.
+    assert stats.tpot_ms(100.0, 130.0, 2) == 30.0
+
+
 def test_itl_is_the_gap_between_chunks():
     # 130 - 100 = 30, 190 - 130 = 60
     assert stats.itl_ms([100.0, 130.0, 190.0]) == pytest.approx([30.0, 60.0])
@@ -99,8 +106,14 @@ def test_conditional_acceptance_from_what_was_drafted():
     steps = [([2, 1], [3, 1]), ([0], [3])]
     assert stats.per_position_conditional_from_steps(steps) == [(2, 3), (1, 1), (0, 1)]
     assert stats.per_position_conditional_from_steps([]) == []
-    with pytest.raises(ValueError, match="differ in length"):
+    with pytest.raises(ValueError, match=r"^accepted_per_step and drafted_per_step differ in length$"):
         stats.per_position_conditional_from_steps([([1, 2], [3])])
+
+
+def test_per_position_without_positions():
+    # No per-position counters: nothing to divide.
+    assert stats.per_position_unconditional([], 10) == []
+    assert stats.per_position_conditional([], 10) == []
 
 
 def test_decode_steps_count_the_steps_that_drafted_nothing():
@@ -121,6 +134,8 @@ def test_tokens_per_decode_step():
     assert stats.tokens_per_decode_step(9, 7) == pytest.approx(9 / 7)
     assert stats.tokens_per_decode_step(9, 9) == 1.0
     assert stats.tokens_per_decode_step(0, 0) is None
+    # One step that accepted 2 draft tokens plus the bonus token: 3 tokens in 1 step.
+    assert stats.tokens_per_decode_step(3, 1) == 3.0
 
 
 def test_tokens_per_step_along_the_output_uses_unmerged_chunks_only():
@@ -134,8 +149,23 @@ def test_tokens_per_step_along_the_output_uses_unmerged_chunks_only():
     assert [(start, n) for start, _, n in buckets] == [(0, 3), (4, 2)]
     assert [mean for _, mean, _ in buckets] == pytest.approx([5 / 3, 1.5])
     assert merged == 1
-    with pytest.raises(ValueError, match="at least 1"):
+    with pytest.raises(ValueError, match=r"^bucket_tokens must be at least 1$"):
         stats.tokens_per_step_along_output([], 0)
+
+
+def test_tokens_per_step_along_the_output_in_buckets_of_one():
+    # Chunks [1, 2, 1]: prefill 1 token, then a step at output index 1 (2 tokens) and one at
+    # index 3 (1 token); with buckets of 1 token each step has its own bucket.
+    buckets, merged = stats.tokens_per_step_along_output([([1, 2, 1], 2)], 1)
+    assert (buckets, merged) == ([(1, 2.0, 1), (3, 1.0, 1)], 0)
+
+
+def test_tokens_per_step_along_the_output_after_merged_requests():
+    # Bucket 4. The first two requests are merged (2 chunks after the first for 3 steps, 1
+    # for 2): both left out, and the request after them still counts. Its chunks [1, 4, 1]:
+    # a step at output index 1 (4 tokens, bucket 0), then at index 1 + 4 = 5 (1 token, bucket 4).
+    requests = [([1, 4, 2], 3), ([1, 5], 2), ([1, 4, 1], 2)]
+    assert stats.tokens_per_step_along_output(requests, 4) == ([(0, 4.0, 1), (4, 1.0, 1)], 2)
 
 
 # ---------------------------------------------------------------- Leviathan et al. 2023
@@ -153,6 +183,15 @@ def test_alpha_from_tau_edges():
     assert stats.alpha_from_tau(None, 4) is None
 
 
+def test_alpha_from_tau_with_one_draft_token():
+    # gamma 1: tau = 1 + alpha, so tau 1.5 -> alpha 0.5; tau 2 = gamma + 1 (every draft
+    # accepted) -> exactly 1.0.
+    assert stats.alpha_from_tau(1.5, 1) == pytest.approx(0.5, abs=1e-9)
+    assert stats.alpha_from_tau(2.0, 1) == 1.0
+    with pytest.raises(ValueError, match=r"^gamma \(draft length\) must be at least 1$"):
+        stats.alpha_from_tau(1.5, 0)
+
+
 def test_predicted_speedup():
     # alpha 0.5, gamma 2, c 0.1: 1.75 / (2*0.1 + 1) = 1.4583...
     assert stats.predicted_speedup(0.5, 2, 0.1) == pytest.approx(1.75 / 1.2)
@@ -162,12 +201,27 @@ def test_predicted_speedup():
     assert stats.predicted_speedup(0.0, 4, 0.25) == pytest.approx(0.5)
 
 
+def test_predicted_speedup_edges():
+    # Free drafting (c = 0): the speedup is the tokens per step, 1 + 0.5 + 0.25 = 1.75.
+    assert stats.predicted_speedup(0.5, 2, 0.0) == pytest.approx(1.75)
+    with pytest.raises(ValueError, match=r"^alpha must be in \[0, 1\], got 1.5$"):
+        stats.predicted_speedup(1.5, 2, 0.1)
+    with pytest.raises(ValueError, match=r"^cost ratio c must be >= 0, got -0.1$"):
+        stats.predicted_speedup(0.5, 2, -0.1)
+
+
 def test_estimate_cost_ratio():
     # baseline TPOT 10 ms, arm TPOT 8 ms, tau 2: a step takes 16 ms; c = (16/10 - 1) / 4 = 0.15
     assert stats.estimate_cost_ratio(10.0, 8.0, 2.0, 4) == pytest.approx(0.15)
     # arm TPOT 4 ms, tau 2: step 8 ms < baseline 10 ms -> negative, clamped to 0
     assert stats.estimate_cost_ratio(10.0, 4.0, 2.0, 4) == 0.0
     assert stats.estimate_cost_ratio(None, 4.0, 2.0, 4) is None
+    # A zero anywhere is no measurement: no ratio.
+    assert stats.estimate_cost_ratio(0.0, 4.0, 2.0, 4) is None
+    assert stats.estimate_cost_ratio(10.0, 0.0, 2.0, 4) is None
+    assert stats.estimate_cost_ratio(10.0, 4.0, 0.0, 4) is None
+    # tau 1 (nothing accepted): a step is the arm's TPOT, 12 ms; c = (12/10 - 1) / 4 = 0.05
+    assert stats.estimate_cost_ratio(10.0, 12.0, 1.0, 4) == pytest.approx(0.05)
 
 
 def test_implied_cost_ratio_reproduces_the_measured_speedup():
@@ -208,6 +262,8 @@ def test_run_ratio():
     assert stats.run_ratio(None, 150.0) is None
     assert stats.run_ratio(0.0, 150.0) is None
     assert stats.run_ratio(100.0, 0.0) is None
+    # Values below 1 are fine: 0.75 requests/s against 0.5 -> 1.5
+    assert stats.run_ratio(0.5, 0.75) == 1.5
 
 
 def test_block_interval_on_a_hand_computed_case():
@@ -239,6 +295,7 @@ def test_the_interval_is_a_95_percent_one():
 
 def test_block_interval_edges():
     assert stats.block_interval([]).point is None
+    assert stats.block_interval([]).note == "no block with a ratio"
     one = stats.block_interval([1.25])
     assert (one.point, one.lo, one.hi, one.log_sd) == (1.25, None, None, None)
     assert one.note == "one block, no interval"
@@ -263,6 +320,36 @@ def test_blocks_to_settle():
     # Hopeless within the cap, and undefined without a spread.
     assert stats.blocks_to_settle(stats.RatioEstimate(1.001, 0.5, 2.0, (0.5, 1.0, 2.0), 0.7), 0.01) is None
     assert stats.blocks_to_settle(stats.block_interval([1.1]), 0.02) is None
+
+
+def test_blocks_to_settle_up_to_the_cap_of_99():
+    # Point e^0.2, log sd 1.0 between blocks; the room is 0.2 (calling it faster). The
+    # half-width t(n-1) * 1.0 / sqrt(n), t from the table:
+    #   n = 98: 1.98472 / 9.89949 = 0.200487 > 0.2
+    #   n = 99: 1.98447 / 9.94987 = 0.199446 < 0.2   -> 99 blocks
+    #   n = 100: 1.98422 / 10     = 0.198422
+    assert stats.blocks_to_settle(stats.RatioEstimate(math.exp(0.2), 0.5, 2.0, (1.0,) * 3, 1.0), 0.02) == 99
+    # With room 0.199 it would take 100 blocks: beyond the cap.
+    assert stats.blocks_to_settle(stats.RatioEstimate(math.exp(0.199), 0.5, 2.0, (1.0,) * 3, 1.0), 0.02) is None
+
+
+def test_blocks_to_settle_counts_the_blocks_already_run():
+    # Two blocks 1.10 and 1.11: logs 0.0953102 and 0.1043600, mean 0.0998351, sd
+    # 0.0090498 / sqrt(2) = 0.0063992; at n = 2 the half-width is already
+    # 12.7062 * 0.0063992 / 1.41421 = 0.057494 < 0.0998351: 2 blocks settle it.
+    assert stats.blocks_to_settle(stats.block_interval([1.10, 1.11]), 0.02) == 2
+
+
+def test_blocks_to_settle_an_interval_that_would_touch_one_is_not_settled():
+    # sd 0.017 over 3 blocks: half-width t(2) * 0.017 / sqrt(3) = 4.30265 * 0.017 / 1.73205
+    # = 0.042230. With the point e^0.042230 the interval would reach exactly 1, which is not
+    # above 1 (classify: inconclusive), so 3 blocks do not settle it; 4 do:
+    # t(3) * 0.017 / 2 = 3.18245 * 0.0085 = 0.027051 < 0.042230.
+    half = stats.t_quantile(0.95, 2) * 0.017 / math.sqrt(3)
+    assert half == pytest.approx(0.042230, abs=1e-6)
+    point = math.exp(half)
+    assert math.log(point) == half  # an exact tie in floating point
+    assert stats.blocks_to_settle(stats.RatioEstimate(point, 1.0, 1.09, (1.0,) * 3, 0.017), 0.02) == 4
 
 
 # ---------------------------------------------------------------- break-even
@@ -292,6 +379,24 @@ def test_break_even_bounds_beyond_the_measured_levels():
     result = stats.break_even(rows)
     assert (result.state, result.hi) == (stats.CROSSES, None)
     assert result.lo is not None
+
+
+def test_break_even_where_the_speedup_reaches_exactly_one():
+    # 1.5x at 1 and exactly 1.0x at 4: it falls to 1 at the level 4 itself,
+    # log c = log 1 + log 4 * log 1.5 / (log 1.5 - 0) = log 4.
+    rows = [(1, _estimate(1.5, 1.2, 1.8), True), (4, _estimate(1.0, 0.8, 1.2), False)]
+    result = stats.break_even(rows)
+    assert (result.state, result.level) == (stats.CROSSES, pytest.approx(4.0))
+    # A lower bound already at 1 at the lowest level does not fall to 1 inside the levels.
+    rows = [(1, _estimate(1.5, 1.0, 1.8), True), (4, _estimate(0.75, 0.6, 0.95), False)]
+    assert stats.break_even(rows).lo is None
+
+
+def test_break_even_between_levels_that_do_not_start_at_one():
+    # 1.5x at 2, 0.75x at 8: s = 1 at a fraction 0.405465 / 0.693147 = 0.584963 of the way
+    # from log 2 to log 8, i.e. c = 2 * 4 ** 0.584963 = 2 * 2.25 = 4.5.
+    rows = [(2, _estimate(1.5, 1.2, 1.8), True), (8, _estimate(0.75, 0.6, 0.95), False)]
+    assert stats.break_even(rows).level == pytest.approx(4.5, abs=1e-6)
 
 
 def test_break_even_states():

@@ -1,9 +1,12 @@
 """The verdict words and sentences on hand-made estimates. No database."""
 
+import math
+import random
+
 import pytest
 
 from experiments import verdicts
-from experiments.stats import RatioEstimate, block_interval
+from experiments.stats import RatioEstimate, block_interval, blocks_to_settle
 
 
 def _est(point, lo, hi, blocks=3, sd=0.05):
@@ -21,6 +24,7 @@ def _est(point, lo, hi, blocks=3, sd=0.05):
         (_est(1.0, 0.979, 1.019), verdicts.INCONCLUSIVE),
         (_est(1.0, 0.985, 1.021), verdicts.INCONCLUSIVE),
         (_est(1.2, 1.0, 1.4), verdicts.INCONCLUSIVE),  # touching 1 is not above it
+        (_est(0.95, 0.9, 1.0), verdicts.INCONCLUSIVE),  # ... nor below it
         (_est(1.2, 1.1, 1.3, blocks=2), verdicts.TOO_FEW_BLOCKS),
         (block_interval([1.2]), verdicts.TOO_FEW_BLOCKS),
         (RatioEstimate(None, None, None), verdicts.NO_DATA),
@@ -105,3 +109,98 @@ def test_noise_floor_is_the_replicates_widest_reach():
     assert "its intervals reach ±8.0% from 1" in text
     assert verdicts.noise_floor(_cells((1, block_interval([1.1])))) is None
     assert "too few blocks" in verdicts.noise_floor_sentence("TPOT", _cells((1, block_interval([1.1]))))
+
+
+def test_figure_keeps_a_bound_of_exactly_one_at_two_decimals_and_stops_at_four():
+    # A bound exactly 1 is printed as 1.00: it is not a bound on one side of 1.
+    assert verdicts.figure(_est(1.2, 1.0, 1.4)) == "1.20× [1.00, 1.40]"
+    # 1.0004 rounds to 1 at 2 and at 3 decimals (1.00, 1.000), so it needs 4: 1.0004.
+    assert verdicts.figure(_est(1.1, 1.0004, 1.3)) == "1.1000× [1.0004, 1.3000]"
+    # 1.00001 would need 5; 4 is the most printed.
+    assert verdicts.figure(_est(1.1, 1.00001, 1.3)) == "1.1000× [1.0000, 1.3000]"
+
+
+def test_sentence_spans_of_several_levels_at_the_start_middle_and_end():
+    # Faster at 1, 2, 4; equivalent at 8, 16, 32 (every interval inside [0.98, 1.02]);
+    # slower at 64, 128. Each stretch quotes the figures of its first and last level.
+    cells = _cells(
+        (1, _est(1.5, 1.2, 1.8)),
+        (2, _est(1.4, 1.1, 1.6)),
+        (4, _est(1.3, 1.1, 1.5)),
+        (8, _est(1.0, 0.99, 1.01)),
+        (16, _est(1.0, 0.985, 1.015)),
+        (32, _est(1.01, 0.99, 1.02)),
+        (64, _est(0.9, 0.8, 0.95)),
+        (128, _est(0.8, 0.7, 0.9)),
+    )
+    assert verdicts.sentence("draft k=4", "TPOT", cells) == (
+        "draft k=4 is faster than the baseline up to 4 (TPOT 1.50× [1.20, 1.80] at 1, 1.30× [1.10, 1.50] at 4); "
+        "from 8 to 32 it is equivalent to the baseline (TPOT 1.00× [0.99, 1.01] at 8, 1.01× [0.99, 1.02] at 32); "
+        "from 64 it is slower than the baseline (TPOT 0.90× [0.80, 0.95] at 64, 0.80× [0.70, 0.90] at 128)."
+    )
+
+
+def test_sentence_one_stretch_of_three_levels_names_the_first_and_last():
+    cells = _cells((1, _est(1.5, 1.2, 1.8)), (4, _est(1.4, 1.1, 1.6)), (16, _est(1.3, 1.1, 1.5)))
+    assert verdicts.sentence("x", "TPOT", cells) == (
+        "x is faster than the baseline at every measured concurrency, 1 to 16 "
+        "(TPOT 1.50× [1.20, 1.80] at 1, 1.30× [1.10, 1.50] at 16)."
+    )
+
+
+def test_small_gain_flag_at_one_level_and_at_the_margins_edge():
+    # Lower bound 1.01 < 1 + 0.02: the gain may be less than the margin.
+    flagged = _cells((1, _est(1.1, 1.01, 1.2)))
+    assert verdicts.sentence("x", "TPOT", flagged) == (
+        "x is faster than the baseline at 1 (TPOT 1.10× [1.01, 1.20] at 1, possibly by less than the 2% margin)."
+    )
+    # Lower bound 1.02 = 1 + 0.02: the gain is at least the margin, no flag.
+    edge = _cells((1, _est(1.1, 1.02, 1.2)))
+    assert verdicts.sentence("x", "TPOT", edge) == "x is faster than the baseline at 1 (TPOT 1.10× [1.02, 1.20] at 1)."
+
+
+def test_hopeless_spread_sentence_in_full():
+    # log sd 0.7 between blocks: at the cap of 99 blocks the half-width is still
+    # t(98) * 0.7 / sqrt(99) = 1.98447 * 0.7 / 9.94987 = 0.1396, far above the room
+    # log(1.02) - log(1.001) = 0.0188, so no count is given.
+    cells = _cells((1, RatioEstimate(1.001, 0.5, 2.0, (0.5, 1.0, 2.0), 0.7)))
+    assert verdicts.sentence("x", "TPOT", cells) == (
+        "x is inconclusive at 1 (TPOT 1.00× [0.50, 2.00] at 1; "
+        "the spread between blocks is too large for a few more repetitions to settle it)."
+    )
+
+
+def test_noise_floor_reached_on_the_upper_side():
+    # max(1.05 - 1, 1 - 0.97) = 0.05: the upper bound reaches further.
+    assert verdicts.noise_floor(_cells((1, _est(1.01, 0.97, 1.05)))) == pytest.approx(0.05)
+
+
+def test_noise_floor_sentences_in_full():
+    # Reaches 0.05 at 1 and max(1.02 - 1, 1 - 0.92) = 0.08 at 4; levels listed in order.
+    cells = _cells((4, _est(0.95, 0.92, 1.02)), (1, _est(1.01, 0.97, 1.05)))
+    assert verdicts.noise_floor_sentence("TPOT", cells) == (
+        "The A/A replicate, identical to the baseline, measured TPOT 1.01× [0.97, 1.05] at 1, "
+        "0.95× [0.92, 1.02] at 4: its intervals reach ±8.0% from 1, so smaller effects cannot be told "
+        "from the noise of this host and design."
+    )
+    one_block = _cells((1, block_interval([1.1])), (4, block_interval([0.9])))
+    assert verdicts.noise_floor_sentence("TPOT", one_block) == (
+        "The A/A replicate, identical to the baseline, measured TPOT 1.10× at 1, 0.90× at 4; "
+        "too few blocks for an interval."
+    )
+
+
+def test_an_inconclusive_estimate_always_needs_more_blocks_than_it_has():
+    # Why the sentence need not check the count against the blocks already run: an
+    # inconclusive interval reaches 1 or leaves 1 ± margin, so its half-width is at least
+    # the room blocks_to_settle asks for, and the count found is above the blocks run.
+    rng = random.Random(20261130)
+    inconclusive = 0
+    for _ in range(300):
+        blocks = rng.randint(3, 8)
+        estimate = block_interval([math.exp(rng.gauss(0.01, 0.03)) for _ in range(blocks)])
+        if verdicts.classify(estimate, margin=0.02) == verdicts.INCONCLUSIVE:
+            inconclusive += 1
+            needed = blocks_to_settle(estimate, 0.02)
+            assert needed is None or needed > blocks, (estimate, needed)
+    assert inconclusive > 100
