@@ -5,6 +5,10 @@ from django.contrib import admin
 
 from experiments.models import (
     Arm,
+    Comment,
+    Decision,
+    DecisionEvent,
+    DecisionEvidence,
     EnvironmentSnapshot,
     Experiment,
     ExperimentAnalysis,
@@ -72,6 +76,12 @@ class ExperimentAdmin(admin.ModelAdmin):
         "slo_ttft_ms",
         "slo_tpot_ms",
         "slo_e2e_ms",
+        "requested_vllm_version",
+        "vllm_versions",
+        "hardware",
+        "origin",
+        "origin_kind",
+        "cancelled_by",
     ]
     readonly_fields = [name for name in fields if name not in ("name", "description")]
 
@@ -149,3 +159,68 @@ class SpeedupEstimateAdmin(ReadOnlyAdmin):
 class ExperimentAnalysisAdmin(ReadOnlyAdmin):
     list_display = ["experiment", "computed_at"]
     list_select_related = ["experiment"]
+
+
+# ---------------------------------------------------------------- the team's review
+# Records of who said and decided what: nothing here is added, changed or deleted by hand.
+
+
+class RecordAdmin(ReadOnlyAdmin):
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class RecordInline(admin.TabularInline):
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+class DecisionEvidenceInline(RecordInline):
+    model = DecisionEvidence
+    fields = ["experiment", "verdicts"]
+    readonly_fields = fields
+
+
+class DecisionEventInline(RecordInline):
+    model = DecisionEvent
+    fields = ["at", "actor", "action", "version", "changes", "note"]
+    readonly_fields = fields
+
+
+@admin.register(Decision)
+class DecisionAdmin(RecordAdmin):
+    list_display = [
+        "id",
+        "service",
+        "kind",
+        "state",
+        "arm",
+        "max_concurrency",
+        "proposed_by",
+        "decided_by",
+        "flagged_at",
+    ]
+    list_filter = ["state", "kind", "service"]
+    list_select_related = ["arm", "proposed_by", "decided_by"]
+    search_fields = ["service", "rationale"]
+    inlines = [DecisionEvidenceInline, DecisionEventInline]
+
+
+@admin.register(DecisionEvent)
+class DecisionEventAdmin(RecordAdmin):
+    list_display = ["decision", "at", "actor", "action", "version"]
+    list_filter = ["action"]
+    list_select_related = ["decision", "actor"]
+
+
+@admin.register(Comment)
+class CommentAdmin(RecordAdmin):
+    list_display = ["experiment", "author", "created_at"]
+    list_select_related = ["experiment", "author"]
+    search_fields = ["body", "author__username", "experiment__name"]

@@ -7,7 +7,7 @@ then their arms, run counts and speedups, each in one query over the page's ids.
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 
 from django.contrib.auth import get_user_model
@@ -17,7 +17,8 @@ from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from experiments import verdicts
-from experiments.models import Arm, Experiment, Run, SpeedupEstimate
+from experiments.decision_selectors import decisions_citing
+from experiments.models import Arm, Decision, DecisionEvidence, Experiment, Run, SpeedupEstimate
 from experiments.results import SPEEDUP_METRICS, GridCell
 
 # value: (label, ordering)
@@ -32,6 +33,18 @@ SORTS = {
 }
 DEFAULT_SORT = "newest"
 PAGE_SIZES = (20, 50, 100)
+# value: (label, the citing decision's condition); "none" keeps experiments no such decision cites.
+DECISION_STATES = {
+    "cited": ("cited by a decision", Q()),
+    "proposed": ("cited by a proposal", Q(decision__state=Decision.State.PROPOSED)),
+    "final": ("cited by a final decision", Q(decision__state=Decision.State.FINAL)),
+    "flagged": (
+        "cited by a decision flagged for review",
+        Q(decision__state=Decision.State.FINAL, decision__flagged_at__isnull=False),
+    ),
+    "superseded": ("cited by a superseded decision", Q(decision__state=Decision.State.SUPERSEDED)),
+    "none": ("cited by no decision", Q()),
+}
 HEADLINE_METRICS = tuple(str(metric) for metric in SPEEDUP_METRICS)
 LISTED_FIELDS = (
     "name", "status", "target_model", "worker_queue", "vllm_versions", "hardware", "concurrency_levels", "created_at",
@@ -53,6 +66,8 @@ class HistoryQuery:
     vllm_version: str = ""
     since: date | None = None
     until: date | None = None
+    decision: str = ""
+    decision_kind: str = ""
     sort: str = DEFAULT_SORT
 
 
@@ -77,7 +92,19 @@ def _filters(query: HistoryQuery) -> Q:
         q &= Q(name__icontains=query.text) | Q(target_model__icontains=query.text)
     if query.method:
         q &= Q(Exists(Arm.objects.filter(experiment=OuterRef("pk"), method=query.method)))
+    if query.decision or query.decision_kind:
+        q &= _decision_filter(query.decision, query.decision_kind)
     return q
+
+
+def _decision_filter(state: str, kind: str) -> Q:
+    """Experiments cited by a decision in this state (and of this kind), or by none."""
+    citations = DecisionEvidence.objects.filter(experiment=OuterRef("pk"))
+    if kind:
+        citations = citations.filter(decision__kind=kind)
+    if state == "none":
+        return ~Q(Exists(citations))
+    return Q(Exists(citations.filter(DECISION_STATES.get(state, ("", Q()))[1])))
 
 
 def experiment_history(*, query: HistoryQuery) -> QuerySet[Experiment]:
@@ -179,6 +206,7 @@ class HistoryRow:
     runs_total: int = 0
     runs_done: int = 0
     headline: Headline | None = None
+    decisions: list[Decision] = field(default_factory=list)
 
 
 def _run_counts(ids: list[int]) -> dict[int, tuple[int, int]]:
@@ -191,7 +219,8 @@ def _run_counts(ids: list[int]) -> dict[int, tuple[int, int]]:
 
 
 def history_rows(*, experiments: list[Experiment], metric: str) -> list[HistoryRow]:
-    """The page's experiments with their arms, run counts and headline: three queries."""
+    """The page's experiments with their arms, run counts, headline and the decisions citing
+    them: four queries."""
     ids = [experiment.id for experiment in experiments]
     arms, estimates = defaultdict(list), defaultdict(list)
     for arm in Arm.objects.filter(experiment_id__in=ids).order_by("experiment_id", "position"):
@@ -203,6 +232,7 @@ def history_rows(*, experiments: list[Experiment], metric: str) -> list[HistoryR
     for estimate in speedups:
         estimates[estimate.experiment_id].append(estimate)
     counts = _run_counts(ids)
+    cited = decisions_citing(experiment_ids=ids)
     return [
         HistoryRow(
             experiment=experiment,
@@ -212,6 +242,7 @@ def history_rows(*, experiments: list[Experiment], metric: str) -> list[HistoryR
             headline=headline(
                 arms=arms[experiment.id], levels=experiment.concurrency_levels, estimates=estimates[experiment.id]
             ),
+            decisions=cited[experiment.id],
         )
         for experiment in experiments
     ]

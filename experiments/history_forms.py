@@ -5,8 +5,16 @@ reported on the page, never dropped in silence."""
 from django import forms
 
 from experiments.comparison import MAX_EXPERIMENTS
-from experiments.history import DEFAULT_SORT, HEADLINE_METRICS, PAGE_SIZES, SORTS, FilterChoices, HistoryQuery
-from experiments.models import Arm, Experiment, SpeedupEstimate
+from experiments.history import (
+    DECISION_STATES,
+    DEFAULT_SORT,
+    HEADLINE_METRICS,
+    PAGE_SIZES,
+    SORTS,
+    FilterChoices,
+    HistoryQuery,
+)
+from experiments.models import Arm, Decision, Experiment, SpeedupEstimate
 
 MINE = "mine"
 
@@ -32,6 +40,13 @@ class HistoryFilterForm(forms.Form):
     )
     since = forms.DateField(required=False, label="Created from", widget=forms.DateInput(attrs={"type": "date"}))
     until = forms.DateField(required=False, label="to", widget=forms.DateInput(attrs={"type": "date"}))
+    decision = _choice(
+        "Decision",
+        "Any or none",
+        [(value, label) for value, (label, _) in DECISION_STATES.items()],
+        "“%(value)s” is not a decision state.",
+    )
+    decision_kind = _choice("Decided", "Any decision", Decision.Kind.choices, "“%(value)s” is not a kind of decision.")
     sort = _choice("Sort", "Newest first", [(k, label) for k, (label, _) in SORTS.items()], "“%(value)s” is no order.")
     metric = _choice(
         "Headline",
@@ -79,6 +94,7 @@ class HistoryFilterForm(forms.Form):
     ROWS = (
         ("q", "status", "owner", "method", "model"),
         ("queue", "hardware", "vllm", "since", "until"),
+        ("decision", "decision_kind"),
         ("sort", "metric", "per_page"),
     )
 
@@ -107,6 +123,8 @@ class HistoryFilterForm(forms.Form):
             vllm_version=data["vllm"],
             since=data["since"],
             until=data["until"],
+            decision=data["decision"],
+            decision_kind=data["decision_kind"],
             sort=data["sort"] or DEFAULT_SORT,
         )
 

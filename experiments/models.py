@@ -593,6 +593,14 @@ class DecisionEvidence(models.Model):
     def __str__(self):
         return f"{self.experiment} cited by {self.decision}"
 
+    @property
+    def verdicts_by_arm(self) -> list[tuple[str, list[dict]]]:
+        """The kept verdicts grouped by arm, levels in order."""
+        arms: dict[str, list[dict]] = {}
+        for cell in self.verdicts:
+            arms.setdefault(cell["arm"], []).append(cell)
+        return [(arm, sorted(cells, key=lambda c: c["level"])) for arm, cells in arms.items()]
+
 
 class DecisionEvent(models.Model):
     """One change of a decision: who, when, what. Written by experiments/decisions.py only."""

@@ -8,9 +8,10 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from experiments import decisions
 from experiments.analysis import experiment_analyse
 from experiments.differences import hardware_label
-from experiments.models import Arm, EnvironmentSnapshot, Experiment, IllegalTransition, Run
+from experiments.models import Arm, Comment, EnvironmentSnapshot, Experiment, IllegalTransition, Run
 from experiments.schedule import schedule
 from workers.tasks import experiment_execute
 
@@ -154,7 +155,8 @@ def experiment_finish(*, experiment: Experiment) -> Experiment.Status:
     experiment.save(update_fields=["status", "finished_at"])
     experiment_record_environment(experiment=experiment)
     if new == Experiment.Status.FINISHED:
-        _analyse_or_log(experiment)
+        _run_or_log(experiment_analyse, experiment)
+        _run_or_log(decisions.decisions_flag_contradicted, experiment)
     return new
 
 
@@ -168,14 +170,19 @@ def experiment_record_environment(*, experiment: Experiment) -> None:
     experiment.save(update_fields=["vllm_versions", "hardware"])
 
 
-def _analyse_or_log(experiment: Experiment) -> None:
-    """A failing analysis must not keep the finished runs from closing the experiment;
-    the page then shows the runs' charts without verdicts, and the log says why."""
+def _run_or_log(step, experiment: Experiment) -> None:
+    """A failing analysis (or decision check) must not keep the finished runs from closing
+    the experiment; the page then shows the runs' charts without verdicts, and the log says why."""
     try:
         with transaction.atomic():
-            experiment_analyse(experiment=experiment)
+            step(experiment=experiment)
     except Exception:
-        logger.exception("the analysis of experiment %s failed", experiment.id)
+        logger.exception("%s of experiment %s failed", step.__name__, experiment.id)
+
+
+def comment_add(*, experiment: Experiment, author, body: str) -> Comment:
+    """A comment is kept as written: there is no edit and no delete."""
+    return Comment.objects.create(experiment=experiment, author=author, body=body)
 
 
 def experiments_without_work() -> list[Experiment]:

@@ -1,6 +1,6 @@
-from django.urls import path
+from django.urls import path, re_path
 
-from experiments import views
+from experiments import decision_views, views
 
 app_name = "experiments"
 
@@ -13,6 +13,16 @@ urlpatterns = [
     path("experiments/<int:pk>/rerun/", views.experiment_rerun, name="rerun"),
     path("experiments/<int:pk>/clone/", views.experiment_clone, name="clone"),
     path("experiments/<int:pk>/cancel/", views.experiment_cancel, name="cancel"),
+    path("experiments/<int:pk>/comments/", views.comment_add, name="comment"),
+    path("decisions/", decision_views.decision_list, name="decisions"),
+    path("decisions/new/", decision_views.decision_new, name="decision_new"),
+    path("decisions/<int:pk>/", decision_views.decision_detail, name="decision"),
+    path("decisions/<int:pk>/edit/", decision_views.decision_edit, name="decision_edit"),
+    re_path(
+        r"^decisions/(?P<pk>[0-9]+)/(?P<action>approve|reject|withdraw|dismiss-flag)/$",
+        decision_views.decision_act,
+        name="decision_act",
+    ),
     path(
         "experiments/<int:pk>/download/summaries.csv",
         views.experiment_download,

@@ -2,13 +2,15 @@ from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from experiments import comparison, exports, history, prefill, results, selectors, services
+from experiments import comparison, decision_selectors, exports, history, prefill, results, selectors, services
 from experiments.forms import ARM_FORMSET_PREFIX, ArmFormSet, ExperimentForm
 from experiments.history_forms import CompareForm, HistoryFilterForm
 from experiments.models import Experiment, IllegalTransition
 from experiments.prefill import OriginForm, RerunForm
+from experiments.review_forms import CommentForm
 
 
 def _get_experiment_for_user(request, pk: int) -> Experiment:
@@ -142,10 +144,24 @@ def experiment_detail(request, pk: int):
         "results": block,
         "results_data": block.chart_data() if block else None,
         "descendants": experiment.descendants.order_by("-created_at"),
+        "comments": experiment.comments.select_related("author"),
+        "comment_form": CommentForm(),
+        "cited_by": decision_selectors.decisions_citing(experiment_ids=[experiment.pk])[experiment.pk],
         "can_cancel": request.user == experiment.owner or request.user.is_staff,
         **_progress_context(experiment),
     }
     return render(request, "experiments/detail.html", context)
+
+
+@require_POST
+def comment_add(request, pk: int):
+    experiment = _get_experiment_for_user(request, pk)
+    form = CommentForm(request.POST)
+    if form.is_valid():
+        services.comment_add(experiment=experiment, author=request.user, body=form.cleaned_data["body"])
+    else:
+        messages.error(request, "The comment was not saved: " + " ".join(form.errors["body"]))
+    return redirect(f"{reverse('experiments:detail', args=[experiment.pk])}#comments")
 
 
 @require_GET
