@@ -197,6 +197,7 @@ class Comparison:
                     "label": a.style.label,
                     "colour": a.style.colour,
                     "dash": list(a.dash),
+                    "dash_name": a.dash_name,
                     "baseline": a.style.is_baseline,
                 }
                 for a in self.arms

@@ -52,6 +52,12 @@ def decisions_awaiting(*, user) -> QuerySet[Decision]:
     return _with_people(Decision.objects.filter(state=Decision.State.PROPOSED).exclude(proposed_by=user))
 
 
+def decisions_flagged() -> QuerySet[Decision]:
+    """Final decisions that a newer experiment contradicts, most recently flagged first."""
+    flagged = Decision.objects.filter(state=Decision.State.FINAL, flagged_at__isnull=False)
+    return _with_people(flagged).order_by("-flagged_at")
+
+
 def decisions_citing(*, experiment_ids: list[int]) -> dict[int, list[Decision]]:
     """The decisions that cite each of these experiments, newest first: one query."""
     cited = defaultdict(list)

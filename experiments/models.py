@@ -631,3 +631,17 @@ class DecisionEvent(models.Model):
 
     def __str__(self):
         return f"{self.decision} {self.action}"
+
+
+class HistoryVisit(models.Model):
+    """When a user last looked at the history, for the "since your last visit" notices.
+
+    A visit is a run of page views less than experiments.notifications.VISIT_GAP apart:
+    paging and filtering do not end it, so the notices stay until the user comes back later."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="history_visit")
+    seen_at = models.DateTimeField(help_text="The latest history page view.")
+    previous_seen_at = models.DateTimeField(null=True, blank=True, help_text="The last view of the visit before.")
+
+    def __str__(self):
+        return f"{self.user}'s last visit"

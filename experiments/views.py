@@ -5,7 +5,17 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from experiments import comparison, decision_selectors, exports, history, prefill, results, selectors, services
+from experiments import (
+    comparison,
+    decision_selectors,
+    exports,
+    history,
+    notifications,
+    prefill,
+    results,
+    selectors,
+    services,
+)
 from experiments.forms import ARM_FORMSET_PREFIX, ArmFormSet, ExperimentForm
 from experiments.history_forms import CompareForm, HistoryFilterForm
 from experiments.models import Experiment, IllegalTransition
@@ -23,7 +33,13 @@ def experiment_list(request):
     """The history. An invalid filter is reported above an empty list (status 400): a list
     that silently ignored it would look like an answer to the question asked."""
     filters = HistoryFilterForm(request.GET, choices=history.filter_choices())
-    context = {"filters": filters, "page_obj": None, "rows": []}
+    since = notifications.history_visit_record(user=request.user)
+    context = {
+        "filters": filters,
+        "page_obj": None,
+        "rows": [],
+        "notices": notifications.notices_for(user=request.user, since=since),
+    }
     if filters.is_valid():
         try:
             page = history.history_page(

@@ -8,7 +8,7 @@ import factory
 from django.conf import settings
 from django.contrib.auth import get_user_model
 
-from experiments import stats
+from experiments import services, stats
 from experiments.analysis import experiment_analyse
 from experiments.models import (
     Arm,
@@ -241,20 +241,45 @@ def seed_finished_experiment(
         status=Experiment.Status.FINISHED, concurrency_levels=[1, 4], repetitions=repetitions,
         num_prompts=requests, max_tokens=output_tokens, **fields,
     )  # fmt: skip
-    for position, (label, method, k, params, tpots, accept) in enumerate(SEEDED_ARMS):
+    for position, (label, method, k, params, tpots, _) in enumerate(SEEDED_ARMS):
         arm = ArmFactory(
             experiment=experiment, position=position, label=label, method=method, num_speculative_tokens=k,
             params=params,
         )  # fmt: skip
         for repetition in range(1, repetitions + 1):
-            for level, tpot in tpots.items():
+            for level in tpots:
                 run = RunFactory(
                     arm=arm, concurrency=level, repetition=repetition, status=Run.Status.SUCCEEDED,
                     worker_host="cpu-worker-1", requests_done=requests, requests_total=requests,
                 )  # fmt: skip
-                rows = [_seed_request(rng, run, i, tpot, k, accept, output_tokens) for i in range(requests)]
-                duration_s = sum(r.e2e_ms for r in rows) / 1000 / level
-                _seed_summary(run, rows, k, duration_s)
-                EnvironmentSnapshotFactory(run=run)
+                seed_run_results(run, rng, requests=requests, output_tokens=output_tokens)
     experiment_analyse(experiment=experiment)
+    return experiment
+
+
+def seed_run_results(run: Run, rng: random.Random, *, requests: int, output_tokens: int, **environment) -> None:
+    """What a worker records for one run of a SEEDED_ARMS method: its requests, their summary
+    and an environment snapshot (`environment` overrides its fields)."""
+    _, _, k, _, tpots, accept = next(arm for arm in SEEDED_ARMS if arm[1] == run.arm.method)
+    rows = [_seed_request(rng, run, i, tpots[run.concurrency], k, accept, output_tokens) for i in range(requests)]
+    duration_s = sum(r.e2e_ms for r in rows) / 1000 / run.concurrency
+    _seed_summary(run, rows, k, duration_s)
+    EnvironmentSnapshotFactory(run=run, **environment)
+
+
+def complete_experiment(experiment: Experiment, *, seed: int, worker_host: str, **environment) -> Experiment:
+    """Play the worker for an experiment made through the pages, whose arms are SEEDED_ARMS
+    methods at their levels: every queued run succeeds with seeded results, then the
+    experiment finishes as the worker would end it (analysis, decision check)."""
+    rng = random.Random(seed)
+    services.experiment_mark_running(experiment=experiment)
+    for run in experiment.runs.select_related("arm").in_execution_order(server_per_block=True):
+        assert services.run_claim(run_id=run.id, worker_host=worker_host)
+        seed_run_results(
+            run, rng, requests=experiment.num_prompts, output_tokens=experiment.max_tokens, host_name=worker_host,
+            **environment,
+        )  # fmt: skip
+        services.run_mark_succeeded(run_id=run.id)
+    services.experiment_finish(experiment=experiment)
+    experiment.refresh_from_db()
     return experiment

@@ -29,9 +29,10 @@
   Chart.defaults.plugins.legend.labels.pointStyle = "line";
   Chart.defaults.plugins.title.font = { size: 13, weight: "600" };
 
+  // The legend's line sample does not show the dash, so the label names it.
   function dataset(arm, points) {
     return {
-      label: arm.label,
+      label: `${arm.label} (${arm.dash_name})`,
       data: points,
       borderColor: arm.colour,
       backgroundColor: arm.colour,
