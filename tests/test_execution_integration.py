@@ -10,9 +10,19 @@ from django.contrib.auth import get_user_model
 from django.db.models import Sum
 
 from experiments import services
-from experiments.models import Arm, EnvironmentSnapshot, Experiment, RequestRecord, Run, RunSummary
+from experiments.models import (
+    Arm,
+    EnvironmentSnapshot,
+    Experiment,
+    ExperimentAnalysis,
+    RequestRecord,
+    Run,
+    RunSummary,
+    SpeedupEstimate,
+)
 from experiments.services import ArmSpec
 from experiments.tokens import unpack_token_ids
+from experiments.verdicts import FASTER, SLOWER
 from experiments.workloads import prompt_set_hash
 from tests.worker_fixtures import wait_for_experiment
 from workers.affinity import plan_binding
@@ -113,6 +123,15 @@ def test_experiment_runs_end_to_end_on_real_vllm(celery_worker_process, owner):
         # A draft model proposes at every step; an n-gram lookup can find nothing to propose.
         assert all(with_steps) if run.arm.method == Arm.Method.DRAFT_MODEL else any(with_steps)
     assert RunSummary.objects.filter(run__experiment=experiment).count() == len(runs)
+    # The analysis was stored with the runs: a speedup per compared arm, level and metric,
+    # a sentence per arm and verdict metric, and the fidelity rows (temperature 0).
+    analysis = ExperimentAnalysis.objects.get(experiment=experiment)
+    estimates = SpeedupEstimate.objects.filter(experiment=experiment)
+    assert estimates.count() == 2 * 2 * len(SpeedupEstimate.Metric)
+    assert all(s.n_repetitions == 2 and len(s.block_ratios) == 2 for s in estimates if s.metric == "tpot")
+    assert {s.outcome for s in estimates} <= {"too few blocks"}  # 2 blocks: estimates, no verdicts
+    assert len(analysis.verdicts) == 2 * 3
+    assert {row["level"] for row in analysis.fidelity} == {1, 4}
 
 
 def _check_schedule_was_followed(experiment: Experiment) -> None:
@@ -127,3 +146,42 @@ def _check_schedule_was_followed(experiment: Experiment) -> None:
     # One log per server; an earlier test database may have left logs under the same id.
     logs = [log for log in folder.glob("*.log") if log.stat().st_mtime >= experiment.created_at.timestamp()]
     assert len(logs) == experiment.arms.count() * experiment.repetitions
+
+
+def _replicate_calls(experiment: Experiment) -> list[str]:
+    """The replicate's TPOT verdicts that claim a difference, with the block ratios behind each."""
+    rows = SpeedupEstimate.objects.filter(experiment=experiment, arm__is_replicate=True, metric="tpot")
+    return [f"{s.outcome} at {s.concurrency}: {s.block_ratios}" for s in rows if s.outcome in (FASTER, SLOWER)]
+
+
+@pytest.mark.skipif(not (TARGET / "config.json").exists(), reason="demo models not built (./dev test builds them)")
+def test_an_aa_replicate_is_not_called_different_from_the_baseline(celery_worker_process, owner):
+    """Baseline and an identical replicate in 3 randomised blocks: the verdict must not call
+    them different, and the block order must be recorded and differ between blocks.
+
+    A calibrated 95 % interval calls a no-effect difference in 5 % of experiments by design,
+    so one such call is answered with a second, independent experiment (another seed): a
+    design that is biased (one arm systematically first on a warm host, say) fails both,
+    while noise fails both in only 0.25 % of test runs.
+    """
+    fields = _fields(repetitions=3, aa_replicate=True, concurrency_levels=[2], num_prompts=8, max_tokens=24)
+    calls = []
+    for seed in (1, 2):
+        experiment = services.experiment_create(owner=owner, arms=[], **fields | {"seed": seed})
+        experiment = wait_for_experiment(experiment.id, timeout_s=1200)
+        assert experiment.status == Experiment.Status.FINISHED
+        _check_schedule_was_followed(experiment)
+        orders = [
+            list(
+                experiment.runs.filter(repetition=block).order_by("block_position").values_list("arm__label", flat=True)
+            )
+            for block in (1, 2, 3)
+        ]
+        assert len({tuple(order) for order in orders}) > 1, orders  # seeds 1 and 2 draw different orders
+        analysis = ExperimentAnalysis.objects.get(experiment=experiment)
+        assert any(v["replicate"] and "A/A replicate" in v["text"] for v in analysis.verdicts)
+        assert [row["identical_share"] for row in analysis.fidelity] != []
+        calls = _replicate_calls(experiment)
+        if not calls:
+            return
+    pytest.fail(f"the A/A replicate was called different from the baseline in two experiments: {calls}")
