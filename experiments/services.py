@@ -204,9 +204,13 @@ def run_claim(*, run_id: int, worker_host: str) -> bool:
     return bool(changed)
 
 
-def run_heartbeat(*, run_id: int, requests_done: int, requests_total: int) -> None:
-    Run.objects.filter(id=run_id, status=Run.Status.RUNNING).update(
-        heartbeat_at=timezone.now(), requests_done=requests_done, requests_total=requests_total
+def run_heartbeat(*, run_id: int, requests_done: int, requests_total: int) -> bool:
+    """Record the run's progress. False when it is no longer running (cancelled, or taken
+    back by the reaper): the worker then stops its load."""
+    return bool(
+        Run.objects.filter(id=run_id, status=Run.Status.RUNNING).update(
+            heartbeat_at=timezone.now(), requests_done=requests_done, requests_total=requests_total
+        )
     )
 
 

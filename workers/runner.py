@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import transaction
 
 from experiments import services
-from experiments.models import Arm, Experiment, Run
+from experiments.models import Arm, Experiment, IllegalTransition, Run
 from experiments.workloads import experiment_prompts
 from workers import affinity, ingest
 from workers.envinfo import capture_environment
@@ -46,16 +46,33 @@ class ProgressReporter:
     last_beat: float = field(default=0.0)
 
     def __call__(self, done: int, total: int) -> None:
+        """Runs after every measured request; raising here stops the load (workers.loadgen)."""
         now = time.monotonic()
         if now - self.last_beat < HEARTBEAT_EVERY_S and done < total:
             return
         self.last_beat = now
-        services.run_heartbeat(run_id=self.run.id, requests_done=done, requests_total=self.total)
+        if not services.run_heartbeat(run_id=self.run.id, requests_done=done, requests_total=self.total):
+            raise RunCancelled(f"{self.run} is no longer running here")
         logger.info("%s: %d/%d requests", self.run, done, self.total)
 
 
 class RunFailed(Exception):
     """A run whose measurement cannot be used."""
+
+
+class RunCancelled(Exception):
+    """The run stopped being this worker's to do while under way: its experiment was
+    cancelled (or the reaper took it back). Nothing is recorded for it; the server stops."""
+
+
+def experiment_cancelled(experiment_id: int) -> bool:
+    return Experiment.objects.filter(id=experiment_id, status=Experiment.Status.CANCELLED).exists()
+
+
+def stop_if_cancelled(experiment: Experiment) -> None:
+    """Checked before each server starts and before each run on it."""
+    if experiment_cancelled(experiment.id):
+        raise RunCancelled(f"experiment {experiment.id} was cancelled")
 
 
 @dataclass(frozen=True)
@@ -197,10 +214,16 @@ def run_execute(server: VllmServer, execution: Execution, run: Run, environment:
                 run_id=run.id, load=load, counters=counters, environment=environment, experiment=execution.experiment
             )
             services.run_mark_succeeded(run_id=run.id)
+    except RunCancelled:
+        logger.info("%s was cancelled during its load; stopping", run)
+        raise
     except SoftTimeLimitExceeded:
         services.run_mark_failed(run_id=run.id, error="The run went past its time limit.")
         raise
     except Exception as exc:
+        if not Run.objects.filter(id=run.id, status=Run.Status.RUNNING).exists():
+            # Cancelled while its results were being stored: they were rolled back with it.
+            raise RunCancelled(f"{run} was cancelled") from exc
         logger.exception("%s failed", run)
         services.run_mark_failed(run_id=run.id, error=f"{type(exc).__name__}: {exc}")
 
@@ -215,6 +238,7 @@ def session_execute(execution: Execution, session: Session) -> None:
     """Start a fresh server for the session, run its runs on it, stop it on every path.
     A server that does not start fails this session's runs only."""
     experiment = execution.experiment
+    stop_if_cancelled(experiment)
     args = arm_server_args(experiment, session.arm, free_port())
     logger.info("starting vLLM for %s (%d runs): %s", session.arm, len(session.runs), " ".join(args))
     try:
@@ -232,6 +256,7 @@ def session_execute(execution: Execution, session: Session) -> None:
                 cpu_binding=execution.binding.record() if execution.binding else {},
             )
             for run in session.runs:
+                stop_if_cancelled(experiment)
                 run_execute(server, execution, run, environment)
     except ServerStartError as exc:
         logger.error("vLLM did not start for %s: %s", session.arm, exc)
@@ -254,11 +279,17 @@ def experiment_run_all(experiment_id: int, *, worker_host: str, worker_name: str
     if not experiment.is_active:
         logger.info("experiment %s is %s; nothing to do", experiment_id, experiment.status)
         return
-    services.experiment_mark_running(experiment=experiment)
-    prompts = experiment_prompts_or_fail(experiment, worker_host)
-    if prompts is not None:
-        execution = Execution(experiment, prompts, worker_host, worker_name, binding=worker_binding())
-        for session in experiment_sessions(experiment):
-            session_execute(execution, session)
-    if not experiment.runs.open().exists():
-        services.experiment_finish(experiment=experiment)
+    try:
+        services.experiment_mark_running(experiment=experiment)
+        prompts = experiment_prompts_or_fail(experiment, worker_host)
+        if prompts is not None:
+            execution = Execution(experiment, prompts, worker_host, worker_name, binding=worker_binding())
+            for session in experiment_sessions(experiment):
+                session_execute(execution, session)
+        if not experiment.runs.open().exists():
+            services.experiment_finish(experiment=experiment)
+    except (RunCancelled, IllegalTransition) as stop:
+        # Cancelled between runs, during a load, or before the experiment could start or finish.
+        if not experiment_cancelled(experiment_id):
+            raise
+        logger.info("experiment %s was cancelled; stopped (%s)", experiment_id, stop)
