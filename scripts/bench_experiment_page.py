@@ -1,10 +1,10 @@
 """Server time of the experiment page at a realistic size, in the dev database.
 
 Seeds one finished experiment — a baseline and 4 speculative arms x 8 concurrency levels x
-3 repetitions x 500 requests, ingested with COPY through workers.ingest as a worker would —
-runs the analysis once (a minute or two), then times GETs of its page with Django's test
-client and prints the median. The experiment (and the user made for it, if any) is deleted
-at the end, also when something fails.
+3 repetitions x 500 requests, their speculative steps drawn by tests/factories.py's simulator
+and ingested with COPY through workers.ingest as a worker would — runs the analysis once (a
+minute or two), then times GETs of its page with Django's test client and prints the median.
+The experiment (and the user made for it, if any) is deleted at the end, also when something fails.
 
 Run against the database `./dev services` starts:
 
@@ -35,9 +35,9 @@ from django.urls import reverse  # noqa: E402
 
 from experiments.analysis import experiment_analyse  # noqa: E402
 from experiments.models import Arm, Experiment, Run  # noqa: E402
+from tests.factories import simulated_decoding, spec_counters  # noqa: E402
 from workers.ingest import ingest_run  # noqa: E402
 from workers.loadgen import LoadResult, RequestResult  # noqa: E402
-from workers.prom import SpecCounters  # noqa: E402
 
 NAME = "bench: experiment page (deleted by scripts/bench_experiment_page.py)"
 BENCH_USER = "bench-experiment-page"
@@ -58,42 +58,21 @@ ENVIRONMENT = {
 }  # fmt: skip
 
 
-def _steps(rng, k, accept):
-    accepted, index = [], 1
-    while index < OUTPUT_TOKENS:
-        n = 0
-        while n < k and rng.random() < accept:
-            n += 1
-        accepted.append(n)
-        index += n + 1
-    return accepted
-
-
 def _request(rng, prompt_index, level, k, accept, cost):
     """One streamed request: a target step gets dearer with the batch, a verify step more so."""
     step_ms = 10.0 * (1 + math.log2(level) * 0.35)
     ttft = rng.uniform(30, 60) * (1 + level / 16)
-    accepted = _steps(rng, k, accept) if k else None
-    chunk_tokens = [1] + ([n + 1 for n in accepted] if k else [1] * (OUTPUT_TOKENS - 1))
+    decoding = simulated_decoding(rng, k=k, accept=accept, output_tokens=OUTPUT_TOKENS)
     verify_ms = step_ms * (1 + k * cost) * (1 + math.log2(level) * 0.12) if k else step_ms
-    gaps = [verify_ms * rng.uniform(0.8, 1.2) for _ in chunk_tokens[1:]]
+    gaps = [verify_ms * rng.uniform(0.8, 1.2) for _ in decoding["chunk_tokens"][1:]]
     times = [ttft]
     for gap in gaps:
         times.append(times[-1] + gap)
     return RequestResult(
         prompt_index=prompt_index, input_tokens=rng.randint(80, 400), output_tokens=OUTPUT_TOKENS, sent_at_s=0.0,
         ttft_ms=ttft, e2e_ms=times[-1], tpot_ms=(times[-1] - ttft) / (OUTPUT_TOKENS - 1), chunk_times_ms=times,
-        chunk_tokens=chunk_tokens, finish_reason="length",
-        spec_acceptance_length=1 + sum(accepted) / len(accepted) if k else None,
-        spec_accepted_per_step=accepted, spec_proposed_per_step=[k] * len(accepted) if k else None,
+        finish_reason="length", **decoding,
     )  # fmt: skip
-
-
-def _counters(requests, k):
-    if not k:
-        return SpecCounters()
-    steps = [n for r in requests for n in r.spec_accepted_per_step]
-    return SpecCounters(len(steps), len(steps) * k, sum(steps), [sum(n > i for n in steps) for i in range(k)])
 
 
 def seed(owner) -> Experiment:
@@ -123,7 +102,7 @@ def seed(owner) -> Experiment:
                 duration = sum(r.e2e_ms for r in requests) / 1000 / level
                 load = LoadResult(requests=requests, duration_s=duration, started_at=now, finished_at=now)
                 ingest_run(
-                    run_id=run.id, load=load, counters=_counters(requests, k), environment=environment,
+                    run_id=run.id, load=load, counters=spec_counters(requests, k), environment=environment,
                     experiment=experiment,
                 )  # fmt: skip
         print(f"  seeded {label}", flush=True)

@@ -1,15 +1,18 @@
-"""factory_boy factories for the specdash tables, and a finished experiment made with them."""
+"""factory_boy factories for the specdash tables, builders of what the services and the
+experiment form take, simulated speculative decoding, and a finished experiment stored
+through the worker's own ingestion."""
 
 import json
 import random
-import struct
 
 import factory
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.utils import timezone
 
-from experiments import services, stats
+from experiments import services
 from experiments.analysis import experiment_analyse
+from experiments.forms import ARM_FORMSET_PREFIX
 from experiments.models import (
     Arm,
     EnvironmentSnapshot,
@@ -19,7 +22,9 @@ from experiments.models import (
     RunSummary,
     SpeedupEstimate,
 )
-from workers.ingest import meets_slos
+from workers.ingest import ingest_run
+from workers.loadgen import LoadResult, RequestResult
+from workers.prom import SpecCounters
 
 PASSWORD = "correct horse battery"
 
@@ -158,18 +163,70 @@ def _server_command(arm: Arm) -> list[str]:
     return [*command, "--speculative-config", json.dumps(arm.speculative_config(), sort_keys=True)]
 
 
-# ---------------------------------------------------------------- a finished experiment
-
-SEEDED_BLOCKS = 3
-# (label, method, k, params, TPOT in ms at each level, chance a draft token is accepted)
-SEEDED_ARMS = (
-    ("baseline", Arm.Method.BASELINE, None, {}, {1: 20.0, 4: 26.0}, 0.0),
-    ("n-gram k=4", Arm.Method.NGRAM, 4, {"prompt_lookup_min": 2, "prompt_lookup_max": 4}, {1: 12.0, 4: 21.0}, 0.6),
-    ("draft k=3", Arm.Method.DRAFT_MODEL, 3, {"model": "/models/draft"}, {1: 15.0, 4: 29.0}, 0.5),
-)
+# ---------------------------------------------------------------- field values without rows
 
 
-def _steps(rng, k, accept, output_tokens):
+def _as_fields(factory_class, **overrides) -> dict:
+    """The field values `factory_class` would give a row, as a dict, without saving anything."""
+    return factory.build(dict, FACTORY_CLASS=factory_class, **overrides)
+
+
+def experiment_fields(**overrides) -> dict:
+    """The fields services.experiment_create takes, as ExperimentFactory makes them."""
+    fields = _as_fields(ExperimentFactory, owner=None, **overrides)
+    del fields["owner"]
+    return fields
+
+
+# ---------------------------------------------------------------- what the experiment form posts
+
+NGRAM_ARM_FORM = {"method": "ngram", "num_speculative_tokens": "4", "prompt_lookup_min": "2", "prompt_lookup_max": "4"}
+DRAFT_ARM_FORM = {
+    "method": "draft_model", "num_speculative_tokens": "4", "model": str(settings.SPECDASH_MODELS_DIR / "draft"),
+}  # fmt: skip
+
+
+def form_data(arms=(NGRAM_ARM_FORM,), **overrides) -> dict:
+    """What the browser posts: the experiment fields and the arm formset (None drops a field)."""
+    data = {
+        "name": "chat k sweep",
+        "description": "",
+        "target_model": str(settings.SPECDASH_MODELS_DIR / "target"),
+        "worker_queue": "cpu",
+        "dtype": "float32",
+        "max_model_len": "512",
+        "workload_kind": "builtin",
+        "prompt_set": "chat",
+        "synthetic_input_len": "",
+        "max_tokens": "64",
+        "num_prompts": "20",
+        "temperature": "0",
+        "top_p": "1",
+        "seed": "0",
+        "concurrency_levels": "1, 4",
+        "repetitions": "2",
+        "server_per_block": "on",
+        "equivalence_margin": "2",
+        "warmup_requests": "2",
+        "request_rate": "",
+        "slo_ttft_ms": "",
+        "slo_tpot_ms": "",
+        "slo_e2e_ms": "",
+        f"{ARM_FORMSET_PREFIX}-TOTAL_FORMS": str(len(arms)),
+        f"{ARM_FORMSET_PREFIX}-INITIAL_FORMS": "0",
+        f"{ARM_FORMSET_PREFIX}-MIN_NUM_FORMS": "1",
+        f"{ARM_FORMSET_PREFIX}-MAX_NUM_FORMS": "8",
+    }
+    for index, arm in enumerate(arms):
+        data.update({f"{ARM_FORMSET_PREFIX}-{index}-{name}": value for name, value in arm.items()})
+    data.update(overrides)
+    return {name: value for name, value in data.items() if value is not None}
+
+
+# ---------------------------------------------------------------- simulated decoding
+
+
+def _accepted_per_step(rng: random.Random, k: int, accept: float, output_tokens: int) -> list[int]:
     """Accepted draft tokens per verify step until the output is covered (prefill gives token 0)."""
     accepted, index = [], 1
     while index < output_tokens:
@@ -181,6 +238,41 @@ def _steps(rng, k, accept, output_tokens):
     return accepted
 
 
+def simulated_decoding(rng: random.Random, *, k: int | None, accept: float, output_tokens: int) -> dict:
+    """The RequestResult fields that depend on speculation, for a stream of `output_tokens`
+    with k draft tokens a step, each accepted with chance `accept` while the ones before it
+    were: tokens per chunk (the first chunk from prefill) and per-step counts. k=None: the
+    baseline, one token a chunk."""
+    if not k:
+        return {"chunk_tokens": [1] * output_tokens}
+    accepted = _accepted_per_step(rng, k, accept, output_tokens)
+    return {
+        "chunk_tokens": [1] + [n + 1 for n in accepted],
+        "spec_acceptance_length": 1 + sum(accepted) / len(accepted),
+        "spec_accepted_per_step": accepted,
+        "spec_proposed_per_step": [k] * len(accepted),
+    }
+
+
+def spec_counters(requests: list[RequestResult], k: int | None) -> SpecCounters:
+    """vLLM's speculative-decoding counters over these requests, as /metrics reports them."""
+    if not k:
+        return SpecCounters()
+    steps = [n for r in requests for n in r.spec_accepted_per_step]
+    return SpecCounters(len(steps), len(steps) * k, sum(steps), [sum(n > i for n in steps) for i in range(k)])
+
+
+# ---------------------------------------------------------------- a finished experiment
+
+SEEDED_BLOCKS = 3
+# (label, method, k, params, TPOT in ms at each level, chance a draft token is accepted)
+SEEDED_ARMS = (
+    ("baseline", Arm.Method.BASELINE, None, {}, {1: 20.0, 4: 26.0}, 0.0),
+    ("n-gram k=4", Arm.Method.NGRAM, 4, {"prompt_lookup_min": 2, "prompt_lookup_max": 4}, {1: 12.0, 4: 21.0}, 0.6),
+    ("draft k=3", Arm.Method.DRAFT_MODEL, 3, {"model": "/models/draft"}, {1: 15.0, 4: 29.0}, 0.5),
+)
+
+
 def seeded_output(arm: Arm, prompt_index: int, output_tokens: int) -> list[int]:
     """The output token ids of a seeded request: the same for every arm, except that the draft
     arm's output for prompt 0 differs from token 5 on."""
@@ -190,43 +282,17 @@ def seeded_output(arm: Arm, prompt_index: int, output_tokens: int) -> list[int]:
     return ids
 
 
-def _seed_request(rng, run, prompt_index, tpot, k, accept, output_tokens):
+def _seed_request(rng, run, prompt_index, tpot, k, accept, output_tokens) -> RequestResult:
     ttft = rng.uniform(40, 60) * (1 + run.concurrency / 8)
-    output_ids = seeded_output(run.arm, prompt_index, output_tokens)
-    accepted = _steps(rng, k, accept, output_tokens) if k else None
-    chunk_tokens = [1] + ([n + 1 for n in accepted] if k else [1] * (output_tokens - 1))
+    decoding = simulated_decoding(rng, k=k, accept=accept, output_tokens=output_tokens)
     tpot_ms = tpot * rng.uniform(0.85, 1.15)
-    gap = tpot_ms * (output_tokens - 1) / (len(chunk_tokens) - 1)
-    return RequestRecordFactory(
-        run=run, prompt_index=prompt_index, output_tokens=output_tokens, ttft_ms=ttft,
+    chunks = len(decoding["chunk_tokens"])
+    gap = tpot_ms * (output_tokens - 1) / (chunks - 1)
+    return RequestResult(
+        prompt_index=prompt_index, input_tokens=50, output_tokens=output_tokens, ttft_ms=ttft,
         e2e_ms=ttft + tpot_ms * (output_tokens - 1), tpot_ms=tpot_ms,
-        chunk_times_ms=[ttft + i * gap for i in range(len(chunk_tokens))], chunk_tokens=chunk_tokens,
-        spec_accepted_per_step=accepted, spec_proposed_per_step=[k] * len(accepted) if k else None,
-        spec_acceptance_length=1 + sum(accepted) / len(accepted) if k else None,
-        output_token_ids=struct.pack(f"<{output_tokens}I", *output_ids),
-    )  # fmt: skip
-
-
-def _seed_summary(run, requests, k, duration_s):
-    experiment = run.experiment
-    goodput = sum(meets_slos(r, experiment) for r in requests) / duration_s if experiment.has_slos else None
-    fields = {
-        f"{metric}_{key}_ms": value
-        for metric in ("ttft", "tpot", "e2e")
-        for key, value in stats.summarise([getattr(r, f"{metric}_ms") for r in requests]).items()
-    }
-    gaps = [gap for r in requests for gap in stats.itl_ms(r.chunk_times_ms)]
-    fields |= {f"itl_{key}_ms": value for key, value in stats.summarise(gaps).items()}
-    steps = [n for r in requests for n in (r.spec_accepted_per_step or [])]
-    output_tokens = sum(r.output_tokens for r in requests)
-    return RunSummaryFactory(
-        run=run, duration_s=duration_s, completed=len(requests), total_output_tokens=output_tokens,
-        request_throughput=len(requests) / duration_s, output_throughput=output_tokens / duration_s, goodput=goodput,
-        tokens_per_chunk_mean=stats.tokens_per_chunk([n for r in requests for n in r.chunk_tokens]),
-        spec_num_drafts=len(steps) if k else None, spec_num_draft_tokens=len(steps) * k if k else None,
-        spec_num_accepted_tokens=sum(steps) if k else None,
-        spec_accepted_per_pos=[sum(n > i for n in steps) for i in range(k)] if k else None,
-        **fields,
+        chunk_times_ms=[ttft + i * gap for i in range(chunks)], finish_reason="length",
+        output_token_ids=seeded_output(run.arm, prompt_index, output_tokens), **decoding,
     )  # fmt: skip
 
 
@@ -258,13 +324,18 @@ def seed_finished_experiment(
 
 
 def seed_run_results(run: Run, rng: random.Random, *, requests: int, output_tokens: int, **environment) -> None:
-    """What a worker records for one run of a SEEDED_ARMS method: its requests, their summary
-    and an environment snapshot (`environment` overrides its fields)."""
+    """What a worker records for one run of a SEEDED_ARMS method, stored by the worker's own
+    ingestion: its requests, their summary and an environment snapshot (`environment`
+    overrides its fields)."""
     _, _, k, _, tpots, accept = next(arm for arm in SEEDED_ARMS if arm[1] == run.arm.method)
-    rows = [_seed_request(rng, run, i, tpots[run.concurrency], k, accept, output_tokens) for i in range(requests)]
-    duration_s = sum(r.e2e_ms for r in rows) / 1000 / run.concurrency
-    _seed_summary(run, rows, k, duration_s)
-    EnvironmentSnapshotFactory(run=run, **environment)
+    results = [_seed_request(rng, run, i, tpots[run.concurrency], k, accept, output_tokens) for i in range(requests)]
+    now = timezone.now()
+    load = LoadResult(results, sum(r.e2e_ms for r in results) / 1000 / run.concurrency, now, now)
+    snapshot = _as_fields(EnvironmentSnapshotFactory, run=run, **environment)
+    del snapshot["run"]
+    ingest_run(
+        run_id=run.id, load=load, counters=spec_counters(results, k), environment=snapshot, experiment=run.experiment
+    )
 
 
 def complete_experiment(experiment: Experiment, *, seed: int, worker_host: str, **environment) -> Experiment:

@@ -24,6 +24,7 @@ from experiments.services import ArmSpec
 from experiments.tokens import unpack_token_ids
 from experiments.verdicts import FASTER, SLOWER
 from experiments.workloads import prompt_set_hash
+from tests.factories import experiment_fields
 from tests.worker_fixtures import wait_for_experiment
 from workers.affinity import plan_binding
 
@@ -34,24 +35,14 @@ DRAFT = settings.SPECDASH_MODELS_DIR / "draft"
 
 
 def _fields(**overrides) -> dict:
-    fields = {
-        "name": "integration",
-        "target_model": str(TARGET),
-        "worker_queue": "cpu",
-        "dtype": "float32",
-        "max_model_len": 512,
-        "workload_kind": Experiment.WorkloadKind.BUILTIN,
-        "prompt_set": "code_edit",
-        "prompt_set_hash": prompt_set_hash("code_edit"),
-        "num_prompts": 6,
-        "max_tokens": 32,
-        "temperature": 0.0,
-        "seed": 0,
-        "concurrency_levels": [1, 4],
-        "repetitions": 1,
+    """On the demo target (the factory's): a protocol small enough for a CPU worker to run
+    in minutes, at temperature 0 so that outputs can be compared."""
+    protocol = {
+        "name": "integration", "prompt_set": "code_edit", "prompt_set_hash": prompt_set_hash("code_edit"),
+        "num_prompts": 6, "max_tokens": 32, "temperature": 0.0, "concurrency_levels": [1, 4], "repetitions": 1,
         "warmup_requests": 1,
-    }
-    return fields | overrides
+    }  # fmt: skip
+    return experiment_fields(**protocol | overrides)
 
 
 @pytest.fixture

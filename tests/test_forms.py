@@ -8,47 +8,9 @@ from django.urls import reverse
 from experiments import services, workloads
 from experiments.forms import ARM_FORMSET_PREFIX, ArmFormSet, ExperimentForm
 from experiments.models import Arm, Experiment, Run
+from tests.factories import DRAFT_ARM_FORM, NGRAM_ARM_FORM, form_data
 
 MODELS = settings.SPECDASH_MODELS_DIR
-NGRAM = {"method": "ngram", "num_speculative_tokens": "4", "prompt_lookup_min": "2", "prompt_lookup_max": "4"}
-DRAFT = {"method": "draft_model", "num_speculative_tokens": "4", "model": str(MODELS / "draft")}
-
-
-def form_data(arms=(NGRAM,), **overrides) -> dict:
-    """What the browser posts: the experiment fields and the arm formset."""
-    data = {
-        "name": "chat k sweep",
-        "description": "",
-        "target_model": str(MODELS / "target"),
-        "worker_queue": "cpu",
-        "dtype": "float32",
-        "max_model_len": "512",
-        "workload_kind": "builtin",
-        "prompt_set": "chat",
-        "synthetic_input_len": "",
-        "max_tokens": "64",
-        "num_prompts": "20",
-        "temperature": "0",
-        "top_p": "1",
-        "seed": "0",
-        "concurrency_levels": "1, 4",
-        "repetitions": "2",
-        "server_per_block": "on",
-        "equivalence_margin": "2",
-        "warmup_requests": "2",
-        "request_rate": "",
-        "slo_ttft_ms": "",
-        "slo_tpot_ms": "",
-        "slo_e2e_ms": "",
-        f"{ARM_FORMSET_PREFIX}-TOTAL_FORMS": str(len(arms)),
-        f"{ARM_FORMSET_PREFIX}-INITIAL_FORMS": "0",
-        f"{ARM_FORMSET_PREFIX}-MIN_NUM_FORMS": "1",
-        f"{ARM_FORMSET_PREFIX}-MAX_NUM_FORMS": "8",
-    }
-    for index, arm in enumerate(arms):
-        data.update({f"{ARM_FORMSET_PREFIX}-{index}-{name}": value for name, value in arm.items()})
-    data.update(overrides)
-    return {name: value for name, value in data.items() if value is not None}
 
 
 def bind(data):
@@ -61,17 +23,17 @@ FIRST_K = ("arm", 0, "num_speculative_tokens")
 # field) of an arm ("__all__" for the arm as a whole), or "arms" for the formset.
 BAD_INPUTS = {
     "no arms": (form_data(arms=[]), "arms"),
-    "every arm removed": (form_data(arms=[{**NGRAM, "DELETE": "on"}]), "arms"),
-    "duplicate arms": (form_data(arms=[NGRAM, {**NGRAM, "label": "again"}]), ("arm", 1, "__all__")),
+    "every arm removed": (form_data(arms=[{**NGRAM_ARM_FORM, "DELETE": "on"}]), "arms"),
+    "duplicate arms": (form_data(arms=[NGRAM_ARM_FORM, {**NGRAM_ARM_FORM, "label": "again"}]), ("arm", 1, "__all__")),
     "duplicate labels": (
-        form_data(arms=[{**NGRAM, "label": "fast"}, {**DRAFT, "label": "fast"}]),
+        form_data(arms=[{**NGRAM_ARM_FORM, "label": "fast"}, {**DRAFT_ARM_FORM, "label": "fast"}]),
         ("arm", 1, "label"),
     ),
-    "label taken by the baseline": (form_data(arms=[{**NGRAM, "label": "baseline"}]), ("arm", 0, "label")),
-    "k = 0": (form_data(arms=[{**NGRAM, "num_speculative_tokens": "0"}]), FIRST_K),
-    "k = 17": (form_data(arms=[{**NGRAM, "num_speculative_tokens": "17"}]), FIRST_K),
-    "k missing": (form_data(arms=[{**NGRAM, "num_speculative_tokens": ""}]), FIRST_K),
-    "k malformed": (form_data(arms=[{**NGRAM, "num_speculative_tokens": "four"}]), FIRST_K),
+    "label taken by the baseline": (form_data(arms=[{**NGRAM_ARM_FORM, "label": "baseline"}]), ("arm", 0, "label")),
+    "k = 0": (form_data(arms=[{**NGRAM_ARM_FORM, "num_speculative_tokens": "0"}]), FIRST_K),
+    "k = 17": (form_data(arms=[{**NGRAM_ARM_FORM, "num_speculative_tokens": "17"}]), FIRST_K),
+    "k missing": (form_data(arms=[{**NGRAM_ARM_FORM, "num_speculative_tokens": ""}]), FIRST_K),
+    "k malformed": (form_data(arms=[{**NGRAM_ARM_FORM, "num_speculative_tokens": "four"}]), FIRST_K),
     "concurrency 0": (form_data(concurrency_levels="0, 4"), "concurrency_levels"),
     "concurrency negative": (form_data(concurrency_levels="-1"), "concurrency_levels"),
     "concurrency absurd": (form_data(concurrency_levels="1, 2000"), "concurrency_levels"),
@@ -83,37 +45,40 @@ BAD_INPUTS = {
     "concurrency malformed": (form_data(concurrency_levels="1, four"), "concurrency_levels"),
     "concurrency fraction": (form_data(concurrency_levels="1.5"), "concurrency_levels"),
     "concurrency empty": (form_data(concurrency_levels=" , "), "concurrency_levels"),
-    "draft without path": (form_data(arms=[{**DRAFT, "model": ""}]), ("arm", 0, "model")),
+    "draft without path": (form_data(arms=[{**DRAFT_ARM_FORM, "model": ""}]), ("arm", 0, "model")),
     "EAGLE without path": (form_data(arms=[{"method": "eagle", "num_speculative_tokens": "3"}]), ("arm", 0, "model")),
     "EAGLE-3 without path": (
         form_data(arms=[{"method": "eagle3", "num_speculative_tokens": "3", "model": "  "}]),
         ("arm", 0, "model"),
     ),
     "draft path outside the models folder": (
-        form_data(arms=[{**DRAFT, "model": "/etc/draft"}]),
+        form_data(arms=[{**DRAFT_ARM_FORM, "model": "/etc/draft"}]),
         ("arm", 0, "model"),
     ),
     "draft path escaping with ..": (
-        form_data(arms=[{**DRAFT, "model": f"{MODELS}/../../draft"}]),
+        form_data(arms=[{**DRAFT_ARM_FORM, "model": f"{MODELS}/../../draft"}]),
         ("arm", 0, "model"),
     ),
-    "unknown arm method": (form_data(arms=[{**NGRAM, "method": "baseline"}]), ("arm", 0, "method")),
+    "unknown arm method": (form_data(arms=[{**NGRAM_ARM_FORM, "method": "baseline"}]), ("arm", 0, "method")),
     "max_tokens malformed": (form_data(max_tokens="lots"), "max_tokens"),
     "seed malformed": (form_data(seed="1e3x"), "seed"),
     "temperature malformed": (form_data(temperature="hot"), "temperature"),
     "temperature infinite": (form_data(temperature="inf"), "temperature"),
     "name with markup": (form_data(name="<script>alert(1)</script>"), "name"),
     "name missing": (form_data(name=""), "name"),
-    "arm label with markup": (form_data(arms=[{**NGRAM, "label": "<b>fast</b>"}]), ("arm", 0, "label")),
+    "arm label with markup": (form_data(arms=[{**NGRAM_ARM_FORM, "label": "<b>fast</b>"}]), ("arm", 0, "label")),
     "temperature below 0": (form_data(temperature="-0.1"), "temperature"),
     "temperature above 2": (form_data(temperature="2.5"), "temperature"),
     "top_p 0": (form_data(top_p="0"), "top_p"),
     "top_p above 1": (form_data(top_p="1.01"), "top_p"),
     "lookup min above max": (
-        form_data(arms=[{**NGRAM, "prompt_lookup_min": "5", "prompt_lookup_max": "3"}]),
+        form_data(arms=[{**NGRAM_ARM_FORM, "prompt_lookup_min": "5", "prompt_lookup_max": "3"}]),
         ("arm", 0, "prompt_lookup_min"),
     ),
-    "lookup max missing": (form_data(arms=[{**NGRAM, "prompt_lookup_max": ""}]), ("arm", 0, "prompt_lookup_max")),
+    "lookup max missing": (
+        form_data(arms=[{**NGRAM_ARM_FORM, "prompt_lookup_max": ""}]),
+        ("arm", 0, "prompt_lookup_max"),
+    ),
     "synthetic without input length": (form_data(workload_kind="synthetic"), "synthetic_input_len"),
     "builtin without prompt set": (form_data(prompt_set=""), "prompt_set"),
     "unknown prompt set": (form_data(prompt_set="nonsense"), "prompt_set"),
@@ -149,7 +114,7 @@ BAD_INPUTS = {
     "TPOT SLO 0": (form_data(slo_tpot_ms="0"), "slo_tpot_ms"),
     "E2E SLO malformed": (form_data(slo_e2e_ms="fast"), "slo_e2e_ms"),
     "too many arms": (
-        form_data(arms=[{**NGRAM, "num_speculative_tokens": str(k)} for k in range(1, 10)]),
+        form_data(arms=[{**NGRAM_ARM_FORM, "num_speculative_tokens": str(k)} for k in range(1, 10)]),
         "arms",
     ),
 }
@@ -188,7 +153,7 @@ def test_bad_input_stores_nothing(logged_in_client, celery_dispatch, data, where
 def test_error_messages_say_what_is_wrong():
     form, arms = bind(
         form_data(
-            arms=[{**DRAFT, "model": "/srv/elsewhere/draft"}],
+            arms=[{**DRAFT_ARM_FORM, "model": "/srv/elsewhere/draft"}],
             target_model="org/model",
             concurrency_levels="1, 4096",
         )
@@ -275,8 +240,8 @@ def test_fields_of_the_other_workload_are_ignored():
 
 
 ARM_PARAMS = [
-    (NGRAM, {"prompt_lookup_min": 2, "prompt_lookup_max": 4}),
-    (DRAFT, {"model": str(MODELS / "draft")}),
+    (NGRAM_ARM_FORM, {"prompt_lookup_min": 2, "prompt_lookup_max": 4}),
+    (DRAFT_ARM_FORM, {"model": str(MODELS / "draft")}),
     ({"method": "eagle", "num_speculative_tokens": "3", "model": f"{MODELS}/eagle"}, {"model": f"{MODELS}/eagle"}),
     ({"method": "eagle3", "num_speculative_tokens": "3", "model": f"{MODELS}/e3"}, {"model": f"{MODELS}/e3"}),
     ({"method": "mtp", "num_speculative_tokens": "1"}, {}),
@@ -304,25 +269,27 @@ def test_fields_another_method_uses_are_ignored():
 
 
 def test_removed_arms_are_ignored():
-    removed = {**DRAFT, "model": "", "DELETE": "on"}
+    removed = {**DRAFT_ARM_FORM, "model": "", "DELETE": "on"}
 
-    _, arms = bind(form_data(arms=[removed, NGRAM]))
+    _, arms = bind(form_data(arms=[removed, NGRAM_ARM_FORM]))
 
     assert arms.is_valid(), arms.errors
     assert [spec.method for spec in arms.arm_specs()] == ["ngram"]
 
 
 def test_same_method_and_k_with_other_params_is_not_a_duplicate():
-    other = {**NGRAM, "prompt_lookup_min": "1", "label": "n-gram 1-4"}
+    other = {**NGRAM_ARM_FORM, "prompt_lookup_min": "1", "label": "n-gram 1-4"}
 
-    _, arms = bind(form_data(arms=[NGRAM, other]))
+    _, arms = bind(form_data(arms=[NGRAM_ARM_FORM, other]))
 
     assert arms.is_valid(), arms.errors
 
 
 def test_any_model_path_when_the_installation_allows_it(settings):
     settings.SPECDASH_ALLOW_ANY_MODEL_PATH = True
-    form, arms = bind(form_data(target_model="meta-llama/Llama-3.1-8B", arms=[{**DRAFT, "model": "/srv/draft"}]))
+    form, arms = bind(
+        form_data(target_model="meta-llama/Llama-3.1-8B", arms=[{**DRAFT_ARM_FORM, "model": "/srv/draft"}])
+    )
 
     assert form.is_valid(), form.errors
     assert arms.is_valid(), arms.errors
@@ -332,7 +299,7 @@ def test_any_model_path_when_the_installation_allows_it(settings):
 def test_good_input_creates_experiment_arms_runs_and_dispatch(
     user, celery_dispatch, django_capture_on_commit_callbacks
 ):
-    form, arms = bind(form_data(arms=[NGRAM, DRAFT], worker_queue="h100"))
+    form, arms = bind(form_data(arms=[NGRAM_ARM_FORM, DRAFT_ARM_FORM], worker_queue="h100"))
     assert form.is_valid()
     assert arms.is_valid()
 

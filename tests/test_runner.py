@@ -15,7 +15,7 @@ from experiments import services
 from experiments.models import Arm, EnvironmentSnapshot, Experiment, RequestRecord, Run
 from experiments.services import ArmSpec
 from experiments.workloads import experiment_prompts
-from tests.factories import UserFactory
+from tests.factories import UserFactory, experiment_fields
 from workers import runner
 from workers.affinity import core_list
 from workers.loadgen import LoadResult, RequestResult
@@ -101,12 +101,11 @@ def served(monkeypatch, settings, tmp_path):
 
 
 def _experiment(celery_dispatch, arms=(NGRAM,), **fields) -> Experiment:
-    values = {
-        "name": "runner", "target_model": "/models/target", "prompt_set": "chat", "num_prompts": 4,
-        "max_tokens": 8, "concurrency_levels": [1, 4], "repetitions": 3, "warmup_requests": 2,
+    protocol = {
+        "num_prompts": 4, "max_tokens": 8, "concurrency_levels": [1, 4], "repetitions": 3, "warmup_requests": 2,
         "aa_replicate": True, "seed": 5,
     }  # fmt: skip
-    return services.experiment_create(owner=UserFactory(), arms=list(arms), **(values | fields))
+    return services.experiment_create(owner=UserFactory(), arms=list(arms), **experiment_fields(**protocol | fields))
 
 
 def _run_all(experiment: Experiment) -> Experiment:

@@ -6,20 +6,9 @@ from django.utils import timezone
 from experiments import services
 from experiments.models import Arm, Experiment, IllegalTransition, Run
 from experiments.services import ArmSpec
-from tests.factories import ExperimentFactory, RunFactory, UserFactory
+from tests.factories import ExperimentFactory, RunFactory, UserFactory, experiment_fields
 
 pytestmark = pytest.mark.django_db
-
-
-def _fields(**overrides):
-    return {
-        "name": "exp",
-        "target_model": "/models/target",
-        "num_prompts": 4,
-        "max_tokens": 16,
-        "concurrency_levels": [1, 4],
-        "repetitions": 2,
-    } | overrides
 
 
 def test_experiment_create_makes_baseline_arms_and_every_run_then_dispatches_on_commit(
@@ -30,7 +19,7 @@ def test_experiment_create_makes_baseline_arms_and_every_run_then_dispatches_on_
         experiment = services.experiment_create(
             owner=owner,
             arms=[ArmSpec(method=Arm.Method.NGRAM, num_speculative_tokens=4, params={"prompt_lookup_max": 3})],
-            **_fields(worker_queue="h100"),
+            **experiment_fields(worker_queue="h100", concurrency_levels=[1, 4], repetitions=2),
         )
     arms = list(experiment.arms.all())
     assert [a.method for a in arms] == [Arm.Method.BASELINE, Arm.Method.NGRAM]
@@ -123,7 +112,7 @@ def test_create_adds_the_replicate_and_stores_the_block_schedule(user, celery_di
     experiment = services.experiment_create(
         owner=user,
         arms=[ArmSpec(method=Arm.Method.NGRAM, num_speculative_tokens=2)],
-        **_fields(repetitions=3, aa_replicate=True, concurrency_levels=[1, 4], seed=5),
+        **experiment_fields(repetitions=3, aa_replicate=True, concurrency_levels=[1, 4], seed=5),
     )
 
     arms = list(experiment.arms.order_by("position"))

@@ -10,6 +10,8 @@ from django.utils.html import escape
 
 from experiments.models import Experiment, Run
 from tests.factories import (
+    DRAFT_ARM_FORM,
+    NGRAM_ARM_FORM,
     PASSWORD,
     ArmFactory,
     ExperimentFactory,
@@ -17,8 +19,8 @@ from tests.factories import (
     RunFactory,
     RunSummaryFactory,
     UserFactory,
+    form_data,
 )
-from tests.test_forms import DRAFT, NGRAM, form_data
 
 pytestmark = pytest.mark.django_db
 
@@ -127,7 +129,7 @@ def test_form_page_shows_defaults_and_the_baseline(logged_in_client, settings):
 def test_submitting_creates_and_redirects_with_a_message(
     logged_in_client, user, celery_dispatch, django_capture_on_commit_callbacks
 ):
-    data = form_data(arms=[NGRAM, DRAFT])
+    data = form_data(arms=[NGRAM_ARM_FORM, DRAFT_ARM_FORM])
     with django_capture_on_commit_callbacks(execute=True):
         response = logged_in_client.post(reverse("experiments:create"), data, follow=True)
 
@@ -140,7 +142,7 @@ def test_submitting_creates_and_redirects_with_a_message(
 
 
 def test_a_refused_form_keeps_what_was_typed(logged_in_client):
-    data = form_data(arms=[NGRAM, {**DRAFT, "model": "", "label": "my draft"}], name="keep me")
+    data = form_data(arms=[NGRAM_ARM_FORM, {**DRAFT_ARM_FORM, "model": "", "label": "my draft"}], name="keep me")
 
     response = logged_in_client.post(reverse("experiments:create"), data)
 
