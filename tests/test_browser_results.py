@@ -2,11 +2,13 @@
 the controls redraw them, the tables sort and copy, and the verdicts are on the page."""
 
 import os
+import statistics
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
-from experiments.models import SpeedupEstimate
+from experiments.models import RequestRecord, RunSummary, SpeedupEstimate
 from tests.factories import PASSWORD, seed_finished_experiment
 
 # Playwright's sync API runs an event loop in this thread; the ORM calls here are plain.
@@ -56,6 +58,42 @@ def _title(page, canvas_id):
     return page.evaluate(f"Chart.getChart(document.getElementById('{canvas_id}')).options.plugins.title.text")
 
 
+def _drawn(page, canvas_id) -> dict[str, list[list]]:
+    """{dataset label: its [x, y] points} of the chart drawn on the canvas now."""
+    datasets = page.evaluate(
+        f"Chart.getChart(document.getElementById('{canvas_id}')).data.datasets"
+        ".map(d => [d.label, d.data.map(p => [p.x, p.y])])"
+    )
+    return dict(datasets)
+
+
+def _stored_means(experiment, column) -> dict[str, list[float]]:
+    """{arm label: the mean of a summary column over the blocks, at each level in order}."""
+    values = defaultdict(lambda: defaultdict(list))
+    for s in RunSummary.objects.filter(run__experiment=experiment).select_related("run__arm"):
+        values[s.run.arm.label][s.run.concurrency].append(getattr(s, column))
+    return {label: [statistics.fmean(v) for _, v in sorted(by_level.items())] for label, by_level in values.items()}
+
+
+def _check_cdf(drawn, stored: dict[str, list[float]]) -> None:
+    """Each arm's curve runs from its smallest stored value through the median to the largest,
+    at 0, 2, … 100 % of the requests."""
+    assert drawn.keys() == stored.keys()
+    for label, points in drawn.items():
+        xs, values = [x for x, _ in points], stored[label]
+        assert (xs[0], xs[25], xs[-1]) == pytest.approx((min(values), statistics.median(values), max(values)))
+        assert [y for _, y in points] == pytest.approx([2 * i for i in range(51)])
+
+
+def _stored_per_request(experiment, level, column) -> dict[str, list[float]]:
+    """{arm label: a request column's values at the level}, for the arms that have any."""
+    rows = RequestRecord.objects.filter(run__experiment=experiment, run__concurrency=level)
+    values = defaultdict(list)
+    for label, value in rows.exclude(**{column: None}).values_list("run__arm__label", column):
+        values[label].append(value)
+    return dict(values)
+
+
 def test_every_chart_is_drawn_with_data_and_the_verdicts_are_shown(page, live_server):
     experiment = seed_finished_experiment(slo_tpot_ms=20.0, temperature=0.7)
     page.goto(f"{live_server.url}/experiments/{experiment.pk}/")
@@ -90,14 +128,19 @@ def test_controls_redraw_and_tables_sort_and_copy(page, live_server):
 
     page.click("[data-toggle=latency] button[data-value=p99]")
     assert _title(page, "chart-tpot") == "TPOT, p99"
+    # Each latency chart now draws the stored p99s, a point per level: their mean over the blocks.
+    for metric in ("ttft", "tpot", "e2e"):
+        drawn, stored = _drawn(page, f"chart-{metric}"), _stored_means(experiment, f"{metric}_p99_ms")
+        assert drawn.keys() == stored.keys()
+        for label, points in drawn.items():
+            assert [x for x, _ in points] == ["1", "4"]
+            assert [y for _, y in points] == pytest.approx(stored[label])
     page.click("[data-toggle=speedup] button[data-value=output_throughput]")
     assert "output throughput" in _title(page, "chart-speedup")
     # The chart now draws the stored throughput speedups, not the TPOT ones.
-    drawn = page.evaluate(
-        "Chart.getChart(document.getElementById('chart-speedup')).data.datasets.map(d => d.data.map(p => p.y))"
-    )
+    drawn = _drawn(page, "chart-speedup")
     stored = SpeedupEstimate.objects.filter(experiment=experiment, metric="output_throughput")
-    assert sorted(y for ys in drawn for y in ys) == pytest.approx(sorted(s.point for s in stored))
+    assert sorted(y for points in drawn.values() for _, y in points) == pytest.approx(sorted(s.point for s in stored))
     # The verdict grid shows one metric at a time.
     assert page.locator("#grid-tpot").is_visible()
     assert not page.locator("#grid-e2e").is_visible()
@@ -107,6 +150,9 @@ def test_controls_redraw_and_tables_sort_and_copy(page, live_server):
     assert "Break-even for output throughput" in page.inner_text("#break-even")
     page.click("[data-toggle=cdf] button[data-value='4']")
     assert _title(page, "chart-tpot-cdf") == "Per-request TPOT at 4"
+    # Both CDFs now draw the requests measured at 4.
+    _check_cdf(_drawn(page, "chart-tpot-cdf"), _stored_per_request(experiment, 4, "tpot_ms"))
+    _check_cdf(_drawn(page, "chart-tau-cdf"), _stored_per_request(experiment, 4, "spec_acceptance_length"))
 
     # Sorting the speedup table by its TPOT column, descending, puts the largest speedup first.
     header = page.locator("#table-speedup thead th", has_text="TPOT")

@@ -123,7 +123,8 @@ class FakeVllm:
     """Streams CHUNK_TOKEN_IDS, one every CHUNK_DELAY_S, like vLLM's /v1/completions.
 
     Its /metrics counts 2 drafts, 6 draft tokens and 3 accepted tokens (2 at position 0,
-    1 at position 1) per completed stream.
+    1 at position 1) per completed stream. The prompt "fail" gets an HTTP 500, "drop" a
+    connection closed mid-stream, "no done" a stream without its closing [DONE].
     """
 
     def __init__(self):
@@ -175,7 +176,7 @@ class FakeVllm:
         )
         await response.write(usage[:17])  # an event split across two reads
         await asyncio.sleep(0.01)
-        await response.write(usage[17:] + b"data: [DONE]\n\n")
+        await response.write(usage[17:] + (b"" if prompt == "no done" else b"data: [DONE]\n\n"))
         self.completed += 1
         return response
 
@@ -256,6 +257,15 @@ def test_failures_are_recorded_not_raised():
     dropped = load.requests[2]
     assert dropped.ttft_ms is None
     assert dropped.output_tokens == 1
+
+
+def test_a_stream_that_ends_without_done_is_a_failure():
+    # Every chunk and the usage arrived and agree: only the missing [DONE] tells that the
+    # server did not finish the response.
+    load, _ = _load(["ok", "no done"])
+    assert [r.error for r in load.requests] == ["", "stream ended before [DONE]"]
+    assert load.requests[1].chunk_tokens == [1, 2, 3]
+    assert load.requests[1].ttft_ms is None
 
 
 def test_connection_refused_is_recorded():

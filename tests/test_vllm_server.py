@@ -1,3 +1,4 @@
+import contextlib
 import json
 import os
 import signal
@@ -9,11 +10,13 @@ import time
 from pathlib import Path
 
 import pytest
+from celery.signals import worker_process_init
 
-from workers import vllm_server
+from workers import runner, tasks, vllm_server
 from workers.vllm_server import ServerStartError, VllmServer, build_server_args, free_port
 
-VLLM_PYTHON = Path(__file__).resolve().parent.parent / ".venv-vllm" / "bin" / "python"
+REPO = Path(__file__).resolve().parent.parent
+VLLM_PYTHON = REPO / ".venv-vllm" / "bin" / "python"
 NGRAM = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2, "prompt_lookup_max": 5}
 
 
@@ -58,6 +61,15 @@ def test_enforce_eager_and_prefix_caching_switches():
 def test_enforce_eager_defaults_to_cpu_only(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert "--enforce-eager" in _args(enforce_eager=None)
+    monkeypatch.setattr(vllm_server, "cuda_visible", lambda: True)
+    assert "--enforce-eager" not in _args(enforce_eager=None)  # a GPU keeps its CUDA graphs
+
+
+@pytest.mark.parametrize("gpu", [True, False])
+def test_an_explicit_enforce_eager_wins_on_any_host(monkeypatch, gpu):
+    monkeypatch.setattr(vllm_server, "cuda_visible", lambda: gpu)
+    assert "--enforce-eager" in _args(enforce_eager=True)
+    assert "--enforce-eager" not in _args(enforce_eager=False)
 
 
 def test_free_port_skips_a_taken_candidate():
@@ -112,9 +124,31 @@ def _group_gone(pgid: int) -> bool:
     return False
 
 
+def _fake_args(*extra, script=FAKE_SERVER) -> list[str]:
+    return [sys.executable, "-c", script, "--port", str(free_port()), *extra]
+
+
 def _fake(tmp_path, *extra, script=FAKE_SERVER, timeout=30.0):
-    args = [sys.executable, "-c", script, "--port", str(free_port()), *extra]
-    return VllmServer(args, log_path=tmp_path / "server.log", start_timeout_s=timeout)
+    return VllmServer(_fake_args(*extra, script=script), log_path=tmp_path / "server.log", start_timeout_s=timeout)
+
+
+def _owner(tmp_path, args: list[str], pid_dir: Path | None = None) -> subprocess.Popen:
+    """Another process that starts a server on `args` as a worker does, prints its process
+    group once it is healthy, then sleeps."""
+    code = textwrap.dedent(
+        f"""
+        import sys, time
+        sys.path.insert(0, {str(REPO)!r})
+        from pathlib import Path
+        from workers.vllm_server import VllmServer
+        log_path = Path({str(tmp_path / "server.log")!r})
+        server = VllmServer({args!r}, log_path=log_path, start_timeout_s=30, pid_dir={pid_dir and str(pid_dir)!r})
+        server.__enter__()
+        print(server.pid, flush=True)
+        time.sleep(600)
+        """
+    )
+    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
 
 
 def test_server_is_healthy_then_its_whole_group_is_stopped(tmp_path):
@@ -157,20 +191,7 @@ def test_start_timeout_raises_and_stops_the_group(tmp_path):
 
 
 def test_sigterm_to_the_owner_stops_the_server(tmp_path):
-    owner = textwrap.dedent(
-        f"""
-        import sys, time
-        sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})
-        from pathlib import Path
-        from workers.vllm_server import VllmServer, free_port
-        args = [sys.executable, "-c", {FAKE_SERVER!r}, "--port", str(free_port())]
-        server = VllmServer(args, log_path=Path({str(tmp_path / "server.log")!r}), start_timeout_s=30)
-        server.__enter__()
-        print(server.pid, flush=True)
-        time.sleep(600)
-        """
-    )
-    proc = subprocess.Popen([sys.executable, "-c", owner], stdout=subprocess.PIPE, text=True)
+    proc = _owner(tmp_path, _fake_args())
     try:
         pgid = int(proc.stdout.readline())
         proc.send_signal(signal.SIGTERM)
@@ -198,24 +219,61 @@ def test_real_vllm_with_a_bad_model_path(tmp_path):
 
 
 def _sleeper(*marker: str) -> subprocess.Popen:
-    """A process group that looks like a vLLM server (or not) from its command line."""
+    """A process group of its own, with `marker` on its command line."""
     code = "import time; time.sleep(60)"
     return subprocess.Popen([sys.executable, "-c", code, *marker], start_new_session=True)
 
 
-def test_orphaned_servers_recorded_in_the_pid_dir_are_stopped(tmp_path):
-    orphan = _sleeper("vllm.entrypoints.openai.api_server")
+def _running_members(pgid: int) -> list[int]:
+    """The group's processes that still run: an orphan's zombie waits for init to reap it."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            state, _, group = stat.read_text().rsplit(")", 1)[1].split()[:3]
+        except (OSError, IndexError, ValueError):
+            continue
+        if int(group) == pgid and state != "Z":
+            members.append(int(stat.parent.name))
+    return members
+
+
+def test_a_server_is_recorded_in_the_pid_dir_while_it_runs(tmp_path):
+    pid_dir = tmp_path / "pids"
+    with VllmServer(_fake_args("vllm-fake"), log_path=tmp_path / "server.log", pid_dir=pid_dir) as server:
+        record = pid_dir / f"{server.pid}.pid"
+        assert list(pid_dir.iterdir()) == [record]
+        assert "vllm-fake" in record.read_text()
+    assert list(pid_dir.iterdir()) == []
+
+
+def test_the_worker_init_hook_stops_the_servers_of_a_killed_worker(tmp_path, settings, monkeypatch, caplog):
+    settings.DATA_DIR = tmp_path
+    monkeypatch.setitem(tasks._worker, "name", "cpu@killed")
+    pid_dir = runner.server_pid_dir("cpu@killed")
+    # The stand-in server has "vllm" in its command line, as the orphan check requires.
+    owner = _owner(tmp_path, _fake_args("vllm-fake"), pid_dir)
     stranger = _sleeper("not-ours")
+    pgid = None
     try:
-        (tmp_path / f"{orphan.pid}.pid").write_text("vllm")
-        (tmp_path / f"{stranger.pid}.pid").write_text("reused id")
+        pgid = int(owner.stdout.readline())
+        owner.kill()  # SIGKILL: the worker process cleans nothing up
+        owner.wait()
+        assert len(_running_members(pgid)) == 2  # the server and its engine child, orphaned
+        (pid_dir / f"{stranger.pid}.pid").write_text("a record whose process id was reused")
 
-        assert vllm_server.stop_orphaned_servers(tmp_path) == [orphan.pid]
+        worker_process_init.send(sender=None)
 
-        assert orphan.wait(timeout=10) == -signal.SIGKILL
+        deadline = time.monotonic() + 10
+        while _running_members(pgid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _running_members(pgid) == []
+        assert f"stopped an orphaned vLLM server (process group {pgid})" in caplog.text
         assert stranger.poll() is None  # a group that is not a vLLM server is left alone
-        assert list(tmp_path.iterdir()) == []
+        assert list(pid_dir.iterdir()) == []
     finally:
-        for proc in (orphan, stranger):
-            proc.kill()
-            proc.wait()
+        owner.kill()
+        if pgid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGKILL)
+        stranger.kill()
+        stranger.wait()
