@@ -9,8 +9,6 @@ from django.urls import reverse
 from django.utils.html import escape, linebreaks
 from django.utils.safestring import mark_safe
 
-from experiments.results import OUTCOME_STYLE
-
 register = template.Library()
 
 # "#12" not inside a word or an HTML entity such as &#x27;.
@@ -38,9 +36,3 @@ def recorded(value) -> str:
     if isinstance(value, dict):
         return json.dumps(value, sort_keys=True)
     return str(value)
-
-
-@register.filter
-def outcome_symbol(outcome: str) -> str:
-    """The symbol the verdict grid shows beside an outcome word (none for a no-call)."""
-    return OUTCOME_STYLE.get(outcome, ("", ""))[0]
