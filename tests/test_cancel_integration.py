@@ -56,17 +56,13 @@ def test_cancel_stops_the_load_and_the_server_and_keeps_the_completed_run(celery
     )
     command = " ".join(EnvironmentSnapshot.objects.get(run=first).server_command)
     assert command in _processes()
-    log_at_cancel = len(celery_worker_process.read_text())
 
     started = time.monotonic()
     services.experiment_cancel(experiment=experiment, by=owner)
     _poll(lambda: command not in _processes(), timeout_s=STOP_WITHIN_S, what="the vLLM server stopped")
     stopped_after_s = time.monotonic() - started
-    _poll(
-        lambda: f"experiment {experiment.id} was cancelled; stopped" in celery_worker_process.read_text(),
-        timeout_s=60,
-        what="the worker done with the experiment",
-    )
+    # Time enough for a worker that ignored the cancel to claim the next run and start its server.
+    time.sleep(10)
 
     experiment.refresh_from_db()
     assert experiment.status == Experiment.Status.CANCELLED
@@ -77,8 +73,7 @@ def test_cancel_stops_the_load_and_the_server_and_keeps_the_completed_run(celery
     assert second.status == Run.Status.CANCELLED
     assert 1 <= second.requests_done < experiment.num_prompts
     assert not second.requests.exists()
-    assert {run.status for run in Run.objects.filter(id__in=[run.id for run in later])} == {Run.Status.CANCELLED}
-    after = celery_worker_process.read_text()[log_at_cancel:]
-    assert "was cancelled during its load; stopping" in after
-    assert "starting vLLM" not in after
+    never_started = Run.objects.filter(id__in=[run.id for run in later])
+    assert {(run.status, run.started_at) for run in never_started} == {(Run.Status.CANCELLED, None)}
+    assert EnvironmentSnapshot.objects.filter(run__experiment=experiment).count() == 1
     print(f"vLLM server stopped {stopped_after_s:.1f} s after the cancel")
