@@ -81,7 +81,8 @@ def decision_edit(request, pk: int):
     if decision.proposed_by_id != request.user.id or not decision.is_open:
         raise PermissionDenied("Only the author may edit a proposal, and only while it is proposed.")
     initial = DecisionForm.initial_from(decision)
-    form = DecisionForm(request.POST or None, experiments=_experiments(initial["evidence"]), initial=initial)
+    ids = list(dict.fromkeys([*initial["evidence"], *_url_ids(request, "experiments")]))
+    form = DecisionForm(request.POST or None, experiments=_experiments(ids), initial=initial)
     version = DecisionActionForm(request.POST or None, initial={"version": decision.version})
     if request.method == "POST" and form.is_valid() and version.is_valid():
         try:

@@ -16,7 +16,7 @@ class CommentForm(forms.Form):
         label="Comment",
         max_length=5000,
         widget=forms.Textarea(attrs={"rows": 3}),
-        help_text="Plain text: markup is shown as typed. #12 links to experiment 12.",
+        help_text="Plain text: markup is shown as typed. #12 links to experiment 12, decision #5 to that decision.",
     )
 
     def clean_body(self) -> str:

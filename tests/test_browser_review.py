@@ -1,7 +1,8 @@
 """The team's review in real Chromium, with two users: alice finds last month's experiment
 through the history's filters, runs it again, compares the two with their differences
 stated, and proposes a decision citing them; bob sees it waiting for him on the history
-page and approves it; the decisions page shows it. Screenshots in test-artifacts/review-*.png."""
+page and approves it; the decisions page shows it; bob comments on the re-run.
+Screenshots in test-artifacts/review-*.png."""
 
 import os
 from datetime import timedelta
@@ -151,5 +152,15 @@ def test_find_rerun_compare_propose_and_approve(browser, live_server, history):
     page.goto(f"{live_server.url}/?decision=final")
     names = page.locator("#experiment-table tbody tr").all_inner_texts()
     assert len(names) == 2
+
+    # bob leaves a comment on the re-run; its markup stays inert.
+    page.goto(f"{live_server.url}/experiments/{rerun.pk}/")
+    page.fill("#id_body", f"Approved as decision #{decision.pk}; see also #{old.pk}. <script>alert(1)</script>")
+    page.click("#comments [type=submit]")
+    page.wait_for_selector(".comment-body")
+    assert "<script>alert(1)</script>" in page.inner_text(".comment-body")
+    assert page.locator(f".comment-body a[href='/experiments/{old.pk}/']").count() == 1
+    assert f"#{decision.pk}" in page.inner_text("#cited-by")
+    page.locator("#comments").screenshot(path=ARTIFACTS / "review-11-comment.png")
     context.close()
     assert errors == []

@@ -69,6 +69,15 @@ def test_a_comment_is_kept_as_plain_text_with_experiment_links(logged_in_client,
     assert Comment.objects.get().author.username == "alice"
 
 
+def test_a_decision_reference_links_to_the_decision(logged_in_client, user, evidence):
+    decision = _proposal(evidence, user)
+    logged_in_client.post(reverse("experiments:comment", args=[evidence.pk]), {"body": f"Per Decision #{decision.pk}."})
+
+    page = logged_in_client.get(reverse("experiments:detail", args=[evidence.pk])).text
+
+    assert f'<a href="/decisions/{decision.pk}/">Decision #{decision.pk}</a>' in page
+
+
 def test_an_empty_comment_is_refused_and_nothing_is_stored(logged_in_client, evidence):
     response = logged_in_client.post(reverse("experiments:comment", args=[evidence.pk]), {"body": "   "}, follow=True)
 
@@ -286,3 +295,47 @@ def test_the_admin_shows_review_records_and_never_changes_or_deletes_them(client
     assert client.get(reverse(f"admin:experiments_{model}_add")).status_code == 403
     assert client.post(reverse(f"admin:experiments_{model}_delete", args=[obj.pk]), {"post": "yes"}).status_code == 403
     assert type(obj).objects.filter(pk=obj.pk).exists()
+
+
+def test_more_evidence_is_added_through_the_url(logged_in_client, user, evidence):
+    other = seed_finished_experiment(name="other", seed=4)
+    decision = _proposal(evidence, user)
+
+    new = logged_in_client.get(reverse("experiments:decision_new"), {"experiments": [evidence.pk, other.pk]})
+    edit = logged_in_client.get(reverse("experiments:decision_edit", args=[decision.pk]), {"experiments": other.pk})
+
+    for response in (new, edit):
+        assert [value for value, _ in response.context["form"].fields["evidence"].choices] == [evidence.pk, other.pk]
+        assert 'id="add-evidence"' in response.text
+
+
+@pytest.mark.parametrize(
+    ("method", "name", "needs"),
+    [
+        ("get", "experiments:compare", ()),
+        ("get", "experiments:decisions", ()),
+        ("get", "experiments:decision_new", ()),
+        ("get", "experiments:decision", ("decision",)),
+        ("get", "experiments:rerun", ("experiment",)),
+        ("get", "experiments:clone", ("experiment",)),
+        ("post", "experiments:cancel", ("experiment",)),
+        ("post", "experiments:comment", ("experiment",)),
+    ],
+)
+def test_the_review_pages_need_a_login(client, user, evidence, method, name, needs):
+    decision = _proposal(evidence, user)
+    args = [{"decision": decision.pk, "experiment": evidence.pk}[need] for need in needs]
+
+    response = getattr(client, method)(reverse(name, args=args))
+
+    assert response.status_code == 302
+    assert response.url.startswith(reverse("login"))
+
+
+def test_approving_needs_a_login(client, user, evidence):
+    decision = _proposal(evidence, user)
+
+    client.post(reverse("experiments:decision_act", args=[decision.pk, "approve"]), {"version": 1})
+
+    decision.refresh_from_db()
+    assert decision.state == "proposed"

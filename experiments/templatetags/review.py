@@ -1,5 +1,5 @@
-"""Text the team wrote, shown inert: escaped, with "#12" made a link to experiment 12; and the
-values a decision's events recorded, shown plainly."""
+"""Text the team wrote, shown inert: escaped, with "#12" made a link to experiment 12 (and
+"decision #5" to decision 5); and the values a decision's events recorded, shown plainly."""
 
 import json
 import re
@@ -11,19 +11,21 @@ from django.utils.safestring import mark_safe
 
 register = template.Library()
 
-# "#12" not inside a word or an HTML entity such as &#x27;.
-EXPERIMENT_REFERENCE = re.compile(r"(?<![\w&])#(\d{1,9})\b")
+# "#12" (an experiment) or "decision #5", not inside a word or an HTML entity such as &#x27;.
+REFERENCE = re.compile(r"(?<![\w&])(?:(decision) )?#(\d{1,9})\b", re.IGNORECASE)
 
 
 @register.filter
 def with_experiment_links(text: str) -> str:
-    """Plain text as paragraphs, markup escaped, #12 linked to experiment 12."""
+    """Plain text as paragraphs, markup escaped, #12 linked to experiment 12 and
+    "decision #5" to decision 5."""
 
     def link(match: re.Match) -> str:
-        url = reverse("experiments:detail", args=[int(match.group(1))])
-        return f'<a href="{url}">#{match.group(1)}</a>'
+        decision, number = match.group(1), int(match.group(2))
+        url = reverse("experiments:decision" if decision else "experiments:detail", args=[number])
+        return f'<a href="{url}">{match.group(0)}</a>'
 
-    return mark_safe(EXPERIMENT_REFERENCE.sub(link, linebreaks(escape(text))))
+    return mark_safe(REFERENCE.sub(link, linebreaks(escape(text))))
 
 
 @register.filter
