@@ -1,8 +1,8 @@
 """The history page: experiments filtered, sorted and paginated, each with its headline (the
 best arm and its verdict at every level, in the words of the results page).
 
-A page costs the same few queries whatever its size: the count, the page's experiments,
-then their arms, run counts and speedups, each in one query over the page's ids.
+A page costs the same few queries whatever its size: the count, the page's ids, their rows,
+then their arms, speedups, run counts and citing decisions, each in one query over the ids.
 """
 
 import math
