@@ -42,7 +42,7 @@ def experiment_list(*, status: str = "", owner=None, search: str = "") -> QueryS
 class ArmProtocol:
     arm: Arm
     speculative_config_json: str
-    # Every distinct command line its runs recorded (one, unless a retry moved the port).
+    # Every distinct command line its servers ran (the port, which each server picks, shown as <port>).
     server_commands: list[str] = field(default_factory=list)
 
 
@@ -60,15 +60,21 @@ class Progress:
         return self.succeeded + self.failed + self.cancelled
 
 
+def _without_port(command: list[str]) -> list[str]:
+    """A server command with its port shown as <port>: each server of an arm (one per block)
+    gets a free port, and the commands are otherwise the same."""
+    return ["<port>" if index and command[index - 1] == "--port" else part for index, part in enumerate(command)]
+
+
 def experiment_arms(*, experiment: Experiment) -> list[ArmProtocol]:
     snapshots = EnvironmentSnapshot.objects.filter(run__experiment=experiment)
     commands = defaultdict(set)
     for arm_id, command in snapshots.values_list("run__arm_id", "server_command").distinct():
-        commands[arm_id].add(shlex.join(command))
+        commands[arm_id].add(shlex.join(_without_port(command)))
     return [
         ArmProtocol(
             arm=arm,
-            speculative_config_json="" if arm.is_baseline else json.dumps(arm.speculative_config()),
+            speculative_config_json=json.dumps(arm.speculative_config()) if arm.is_speculative else "",
             server_commands=sorted(commands[arm.id]),
         )
         for arm in experiment.arms.order_by("position")

@@ -18,6 +18,7 @@ from experiments.models import Arm, Experiment, ExperimentAnalysis, RequestRecor
 from tests.factories import (
     SEEDED_BLOCKS,
     ArmFactory,
+    EnvironmentSnapshotFactory,
     ExperimentFactory,
     RequestRecordFactory,
     RunFactory,
@@ -432,3 +433,21 @@ def test_downloads_hold_only_their_own_experiments_rows(logged_in_client, name):
         run_ids = {int(row["run_id"]) for row in csv.DictReader(io.StringIO(body))}
     assert run_ids == set(mine.runs.values_list("id", flat=True))
     assert not run_ids & set(other.runs.values_list("id", flat=True))
+
+
+def test_protocol_shows_one_server_command_per_arm_whatever_port_each_server_took():
+    experiment, baseline, arm = _two_arms()
+    replicate = ArmFactory(experiment=experiment, baseline=True, position=2, label="replicate", is_replicate=True)
+    command = ["python", "-m", "vllm.entrypoints.openai.api_server", "--model", "/m", "--port"]
+    for block, port in ((1, "8100"), (2, "8231")):
+        for each in (baseline, arm, replicate):
+            run = RunFactory(arm=each, repetition=block, status=Run.Status.SUCCEEDED)
+            EnvironmentSnapshotFactory(run=run, server_command=[*command, port, "--seed", "0"])
+
+    rows = {row.arm.label: row for row in selectors.experiment_arms(experiment=experiment)}
+
+    assert rows["baseline"].server_commands == [
+        "python -m vllm.entrypoints.openai.api_server --model /m --port '<port>' --seed 0"
+    ]
+    assert rows["replicate"].speculative_config_json == ""  # plain decoding, like the baseline
+    assert rows["n-gram k=4"].speculative_config_json.startswith('{"method": "ngram"')
