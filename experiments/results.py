@@ -263,18 +263,7 @@ class Results:
                 {"arm": a.arm.id, "unconditional": a.unconditional, "conditional": a.conditional}
                 for a in self.acceptance
             ],
-            "speedups": [
-                {
-                    "arm": s.arm_id,
-                    "level": s.concurrency,
-                    "metric": s.metric,
-                    "point": s.point,
-                    "lo": s.ci_low,
-                    "hi": s.ci_high,
-                    "outcome": s.outcome,
-                }
-                for s in self.speedups
-            ],
+            "speedups": [s.chart_point() for s in self.speedups],
             "margin": self.margin,
             "break_even": [{"arm": v["arm_id"], "metric": v["metric"]} | v["break_even"] for v in verdicts],
             "tpot_cdf": series.get("tpot_cdf", {}),

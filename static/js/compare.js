@@ -17,17 +17,10 @@
     output_throughput: ["Output throughput", "output tokens / s"],
   };
 
-  Chart.defaults.font.family = getComputedStyle(document.body).fontFamily;
-  Chart.defaults.font.size = 12;
-  Chart.defaults.color = INK;
-  Chart.defaults.animation = false;
-  Chart.defaults.maintainAspectRatio = false;
-  Chart.defaults.plugins.legend.position = "bottom";
   Chart.defaults.plugins.legend.labels.boxWidth = 30;
   // A line sample in the legend, so that its dash tells the experiment.
   Chart.defaults.plugins.legend.labels.usePointStyle = true;
   Chart.defaults.plugins.legend.labels.pointStyle = "line";
-  Chart.defaults.plugins.title.font = { size: 13, weight: "600" };
 
   // The legend's line sample does not show the dash, so the label names it.
   function dataset(arm, points) {

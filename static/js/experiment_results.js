@@ -35,14 +35,7 @@
   const CONCURRENCY = "concurrent requests";
   const SPEEDUP = "speedup (× baseline)";
 
-  Chart.defaults.font.family = getComputedStyle(document.body).fontFamily;
-  Chart.defaults.font.size = 12;
-  Chart.defaults.color = INK;
-  Chart.defaults.animation = false;
-  Chart.defaults.maintainAspectRatio = false;
-  Chart.defaults.plugins.legend.position = "bottom";
   Chart.defaults.plugins.legend.labels.boxWidth = 12;
-  Chart.defaults.plugins.title.font = { size: 13, weight: "600" };
 
   // ------------------------------------------------------------ chart helpers
 
