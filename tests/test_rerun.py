@@ -9,8 +9,7 @@ from experiments import prefill, services
 from experiments.models import Arm, Experiment, IllegalTransition, Run
 from experiments.services import ArmSpec
 from experiments.workloads import prompt_set_hash
-from tests.factories import PASSWORD, RunFactory, UserFactory
-from tests.test_forms import form_data
+from tests.factories import PASSWORD, RunFactory, UserFactory, form_data
 
 pytestmark = pytest.mark.django_db
 

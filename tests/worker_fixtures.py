@@ -21,17 +21,23 @@ ARTIFACTS = ROOT / "test-artifacts"
 
 @pytest.fixture(scope="session")
 def celery_worker_process(django_db_setup, django_db_blocker):
-    """Start `celery worker` as a child process serving the `cpu` queue; stop it after the session."""
+    """Start `celery worker` as a child process serving the `cpu` queue; stop it after the session.
+
+    The worker is named after the test database, so two test sessions on one machine (each
+    with its own SPECDASH_DB_NAME and SPECDASH_TEST_REDIS_URL) keep separate server-pid
+    records and logs: a worker stops only the orphaned vLLM servers of its own name.
+    """
     redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
     ARTIFACTS.mkdir(exist_ok=True)
-    log_path = ARTIFACTS / "celery-worker.log"
+    database = connection.settings_dict["NAME"]
+    log_path = ARTIFACTS / f"celery-worker-{database}.log"
     env = dict(os.environ)
     env["DJANGO_SETTINGS_MODULE"] = "specdash.settings_test"
-    env["SPECDASH_DB_NAME"] = connection.settings_dict["NAME"]
+    env["SPECDASH_DB_NAME"] = database
     env["SPECDASH_TEST_REDIS_URL"] = settings.CELERY_BROKER_URL
     args = [
         sys.executable, "-m", "celery", "-A", "specdash", "worker",
-        "-Q", "cpu", "-n", "test-cpu@%h", "--concurrency", "1", "--prefetch-multiplier", "1",
+        "-Q", "cpu", "-n", f"test-cpu-{database}@%h", "--concurrency", "1", "--prefetch-multiplier", "1",
         "--loglevel", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat",
     ]  # fmt: skip
     with open(log_path, "w") as log:
