@@ -157,6 +157,28 @@ def _fidelity(experiment: Experiment, runs, baseline: Arm, compared: list[Arm]) 
     ]
 
 
+def _replicate_warnings(cells: list[inference.CellResult], compared: list[Arm]) -> list[str]:
+    """The A/A replicate called different from the baseline: the host's noise is not what
+    the intervals assume (e.g. other load came and went), so no verdict here is safe."""
+    replicate = next((arm for arm in compared if arm.is_replicate), None)
+    if replicate is None:
+        return []
+    called = [
+        f"{Metric(c.metric).label} {c.outcome} at {c.level} ({verdicts.figure(c.estimate)})"
+        for c in cells
+        if c.arm == replicate.id and c.metric in VERDICT_METRICS and c.outcome in (verdicts.FASTER, verdicts.SLOWER)
+    ]
+    if not called:
+        return []
+    return [
+        "The A/A replicate, identical to the baseline, was called different from it: "
+        + "; ".join(called)
+        + ". A calibrated interval does that in about 5% of cells by chance; more often, the host changed "
+        "between blocks in ways the design cannot absorb. Read every verdict here with that in mind, and "
+        "repeat the experiment on a quieter host or with more blocks."
+    ]
+
+
 def _fidelity_warnings(fidelity: list[dict], labels: dict[int, str]) -> list[str]:
     return [
         f"{labels[row['arm_id']]} at concurrency {row['level']}: outputs differ from the baseline's in "
@@ -389,6 +411,7 @@ def experiment_analyse(*, experiment: Experiment) -> ExperimentAnalysis:
             + _design_warnings(experiment)
             + _environment_warnings(experiment)
             + _run_warnings(experiment)
+            + _replicate_warnings(cells, compared)
             + _fidelity_warnings(fidelity, labels),
         },
     )

@@ -5,7 +5,7 @@ import struct
 import pytest
 
 from experiments.analysis import experiment_analyse
-from experiments.models import Arm, EnvironmentSnapshot, Experiment, Run, SpeedupEstimate
+from experiments.models import Arm, EnvironmentSnapshot, Experiment, RequestRecord, Run, SpeedupEstimate
 from experiments.tokens import pack_token_ids, unpack_token_ids
 from tests.factories import ArmFactory, ExperimentFactory, RequestRecordFactory, RunFactory, RunSummaryFactory
 
@@ -182,3 +182,13 @@ def test_unpack_token_ids_reads_little_endian_uint32():
     assert unpack_token_ids(b"\x01\x00\x00\x00\xff\xff\x00\x00") == [1, 65535]
     assert unpack_token_ids(None) == []
     assert pack_token_ids([1, 65535]) == b"\x01\x00\x00\x00\xff\xff\x00\x00"
+
+
+def test_a_replicate_called_different_from_the_baseline_is_a_warning(experiment):
+    assert not any("A/A replicate" in w for w in experiment_analyse(experiment=experiment).warnings)
+    # The replicate 30 % slower in every block: TPOT 26, 27, 26 ms against 20.
+    for block, tpot in ((1, 26.0), (2, 27.0), (3, 26.0)):
+        RequestRecord.objects.filter(run__arm__label="replicate", run__repetition=block).update(tpot_ms=tpot)
+    warnings = experiment_analyse(experiment=experiment).warnings
+    [warning] = [w for w in warnings if "A/A replicate" in w]
+    assert "TPOT slower at 1" in warning
