@@ -20,10 +20,17 @@ from experiments.models import (
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
+    """Measured results, their derivations and the review records: a deleted run or request
+    row would change a verdict without a trace, so nothing here is added, changed or deleted
+    by hand."""
+
     def has_add_permission(self, request):
         return False
 
     def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
         return False
 
 
@@ -86,6 +93,11 @@ class ExperimentAdmin(admin.ModelAdmin):
     readonly_fields = [name for name in fields if name not in ("name", "description")]
 
     def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        """An experiment is cancelled from its page, never deleted: its runs, requests and
+        the decisions citing it would go with it (or, while it runs, from under its worker)."""
         return False
 
 
@@ -165,11 +177,6 @@ class ExperimentAnalysisAdmin(ReadOnlyAdmin):
 # Records of who said and decided what: nothing here is added, changed or deleted by hand.
 
 
-class RecordAdmin(ReadOnlyAdmin):
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-
 class RecordInline(admin.TabularInline):
     extra = 0
     can_delete = False
@@ -194,7 +201,7 @@ class DecisionEventInline(RecordInline):
 
 
 @admin.register(Decision)
-class DecisionAdmin(RecordAdmin):
+class DecisionAdmin(ReadOnlyAdmin):
     list_display = [
         "id",
         "service",
@@ -213,14 +220,14 @@ class DecisionAdmin(RecordAdmin):
 
 
 @admin.register(DecisionEvent)
-class DecisionEventAdmin(RecordAdmin):
+class DecisionEventAdmin(ReadOnlyAdmin):
     list_display = ["decision", "at", "actor", "action", "version"]
     list_filter = ["action"]
     list_select_related = ["decision", "actor"]
 
 
 @admin.register(Comment)
-class CommentAdmin(RecordAdmin):
+class CommentAdmin(ReadOnlyAdmin):
     list_display = ["experiment", "author", "created_at"]
     list_select_related = ["experiment", "author"]
     search_fields = ["body", "author__username", "experiment__name"]

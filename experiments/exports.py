@@ -68,12 +68,27 @@ def _plain(value):
     return unpack_token_ids(value) if isinstance(value, bytes | memoryview) else value
 
 
+# A spreadsheet runs a cell that starts with one of these as a formula (OWASP, "CSV injection").
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(value):
+    """Text that a spreadsheet would run as a formula (an arm labelled =HYPERLINK(...)),
+    quoted so that it is shown as typed. Numbers stay numbers."""
+    if isinstance(value, str) and value.startswith(FORMULA_PREFIXES):
+        return "'" + value
+    return value
+
+
+def _csv_cell(value):
+    return json.dumps(value) if isinstance(value, list) else spreadsheet_safe(value)
+
+
 def csv_lines(export: Export) -> Iterator[str]:
     writer = csv.writer(_Echo())
     yield writer.writerow(export.columns)
     for row in export.rows.iterator(chunk_size=EXPORT_CHUNK_ROWS):
-        values = map(_plain, row)
-        yield writer.writerow([json.dumps(value) if isinstance(value, list) else value for value in values])
+        yield writer.writerow([_csv_cell(_plain(value)) for value in row])
 
 
 def json_lines(export: Export) -> Iterator[str]:

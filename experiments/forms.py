@@ -2,6 +2,7 @@
 
 import os
 import re
+import unicodedata
 from pathlib import PurePosixPath
 
 from django import forms
@@ -9,7 +10,7 @@ from django.conf import settings
 
 from experiments import workloads
 from experiments.models import Arm, Experiment
-from experiments.services import ArmSpec, arm_default_label
+from experiments.services import REPLICATE_LABEL, ArmSpec, arm_default_label
 
 MAX_CONCURRENCY = 1024
 MAX_CONCURRENCY_LEVELS = 12
@@ -50,25 +51,57 @@ def default_target_model() -> str:
     return str(settings.SPECDASH_MODELS_DIR / "target")
 
 
+MAX_DESCRIPTION_CHARS = 10_000
+# A measured run's requests must arrive within this time at the chosen Poisson rate.
+MAX_ARRIVAL_SPAN_S = 3600
+# Characters that make text read differently from what it is: direction overrides and
+# isolates (a name shown backwards), and other invisible format or control characters.
+LINE_BREAKS = "\n\r\t"
+
+
 def reject_markup(value: str) -> str:
     if "<" in value or ">" in value:
         raise forms.ValidationError("Must not contain < or >.")
     return value
 
 
+def reject_controls(value: str, allowed: str = "") -> str:
+    """Refuse invisible control and format characters (Unicode Cc and Cf: bidi overrides,
+    zero-width characters), which would make a name or label show something else."""
+    for char in value:
+        if char not in allowed and unicodedata.category(char) in ("Cc", "Cf"):
+            raise forms.ValidationError(
+                f"Must not contain invisible control characters (found U+{ord(char):04X} "
+                f"{unicodedata.name(char, 'control character')})."
+            )
+    return value
+
+
+def reject_controls_multiline(value: str) -> str:
+    return reject_controls(value, allowed=LINE_BREAKS)
+
+
+def _inside(path: str, directory: str) -> bool:
+    return path != directory and PurePosixPath(path).is_relative_to(directory)
+
+
 def clean_model_path(value: str) -> str:
     """A model path on the worker. Unless the installation allows any path or model id,
-    it must lie inside SPECDASH_MODELS_DIR."""
+    it must lie inside SPECDASH_MODELS_DIR, symlinks resolved. The worker checks again, and
+    that the path exists there, before it starts a server (workers/model_paths.py)."""
     value = reject_markup(value.strip())
+    if any(char.isspace() for char in value):
+        raise forms.ValidationError("A model path must not contain spaces, tabs or line breaks.")
+    reject_controls(value)
     if settings.SPECDASH_ALLOW_ANY_MODEL_PATH:
         return os.path.normpath(value) if value.startswith("/") else value
-    models_dir = PurePosixPath(os.path.normpath(settings.SPECDASH_MODELS_DIR))
+    models_dir = PurePosixPath(os.path.realpath(settings.SPECDASH_MODELS_DIR))
     if not value.startswith("/"):
         raise forms.ValidationError(
             f"Give an absolute path inside {models_dir}. Model ids and other paths are only "
             "allowed when the administrator sets SPECDASH_ALLOW_ANY_MODEL_PATH."
         )
-    path = PurePosixPath(os.path.normpath(value))
+    path = PurePosixPath(os.path.realpath(value))
     if path == models_dir or not path.is_relative_to(models_dir):
         raise forms.ValidationError(
             f"The path must lie inside {models_dir}. Other paths are only allowed when the "
@@ -84,7 +117,10 @@ def parse_concurrency_levels(text: str) -> list[int]:
     levels = []
     for token in tokens:
         if not re.fullmatch(r"[+-]?\d+", token):
-            raise forms.ValidationError(f"“{token}” is not a whole number.")
+            raise forms.ValidationError(f"“{token[:20]}” is not a whole number.")
+        if len(token.lstrip("+-0")) > len(str(MAX_CONCURRENCY)):
+            # int() of a very long digit string is slow, and refused past 4,300 digits.
+            raise forms.ValidationError(f"Concurrency must be at most {MAX_CONCURRENCY} (got {token[:20]}…).")
         level = int(token)
         if level < 1:
             raise forms.ValidationError(f"Concurrency must be at least 1 (got {level}).")
@@ -114,8 +150,13 @@ def _positive(value, what: str):
 class ExperimentForm(forms.Form):
     """The experiment's own settings; `experiment_fields()` gives the Experiment model fields."""
 
-    name = forms.CharField(max_length=200, validators=[reject_markup])
-    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    name = forms.CharField(max_length=200, validators=[reject_markup, reject_controls])
+    description = forms.CharField(
+        required=False,
+        max_length=MAX_DESCRIPTION_CHARS,
+        validators=[reject_controls_multiline],
+        widget=forms.Textarea(attrs={"rows": 2}),
+    )
 
     target_model = forms.CharField(
         max_length=500,
@@ -253,7 +294,18 @@ class ExperimentForm(forms.Form):
             self._clean_builtin(cleaned)
         self._check_fits_model_len(cleaned)
         self._check_prompts_per_level(cleaned.get("concurrency_levels"), measured)
+        self._check_arrival_span(cleaned.get("request_rate"), measured)
         return cleaned
+
+    def _check_arrival_span(self, rate: float | None, measured: int | None):
+        if rate is None or measured is None or measured / rate <= MAX_ARRIVAL_SPAN_S:
+            return
+        self.add_error(
+            "request_rate",
+            f"At {rate:g} req/s the {measured} measured requests would take {measured / rate:,.0f} s just to "
+            f"arrive; a run may take at most {MAX_ARRIVAL_SPAN_S} s for that, so the rate must be at least "
+            f"{measured / MAX_ARRIVAL_SPAN_S:.3g} req/s.",
+        )
 
     def _clean_synthetic(self, cleaned):
         _drop_errors(self, ["prompt_set"])
@@ -306,11 +358,16 @@ class ExperimentForm(forms.Form):
                     f"max_tokens ({max_tokens}) plus the input length ({input_len}) must fit in the "
                     f"max model length ({max_model_len}).",
                 )
-        elif max_tokens >= max_model_len:
-            self.add_error(
-                "max_tokens",
-                f"max_tokens ({max_tokens}) must leave room for the prompt in the max model length ({max_model_len}).",
+        elif cleaned.get("prompt_set"):
+            prompt_len = workloads.longest_prompt_words(
+                cleaned["prompt_set"], (cleaned.get("warmup_requests") or 0) + (cleaned.get("num_prompts") or 0)
             )
+            if max_tokens + prompt_len > max_model_len:
+                self.add_error(
+                    "max_tokens",
+                    f"max_tokens ({max_tokens}) plus the longest prompt used (at least {prompt_len} tokens, one per "
+                    f"word) must fit in the max model length ({max_model_len}).",
+                )
 
     def experiment_fields(self) -> dict:
         """Keyword arguments for services.experiment_create (model fields of Experiment)."""
@@ -326,8 +383,12 @@ class ArmForm(forms.Form):
     prompt_lookup_max = forms.IntegerField(min_value=1, max_value=64, initial=4, required=False, label="Lookup max")
     model = forms.CharField(max_length=500, required=False, label="Draft / head path")
     label = forms.CharField(
-        max_length=100, required=False, validators=[reject_markup], help_text="Empty: method and k."
+        max_length=100, required=False, validators=[reject_markup, reject_controls], help_text="Empty: method and k."
     )
+
+    def clean_label(self) -> str:
+        """Inner runs of spaces become one, so that two labels that look alike are alike."""
+        return " ".join(self.cleaned_data["label"].split())
 
     def clean(self):
         cleaned = super().clean()
@@ -397,7 +458,7 @@ class BaseArmFormSet(forms.BaseFormSet):
         self._check_duplicates(forms_)
 
     def _check_duplicates(self, forms_):
-        configs, labels = set(), {"baseline"}
+        configs, labels = set(), {"baseline", REPLICATE_LABEL.casefold()}
         for form in forms_:
             spec = form.arm_spec()
             config = (spec.method, spec.num_speculative_tokens, tuple(sorted(spec.params.items())))
@@ -406,9 +467,10 @@ class BaseArmFormSet(forms.BaseFormSet):
                 continue
             configs.add(config)
             label = spec.label or arm_default_label(spec)
-            if label in labels:
+            # "Baseline" beside "baseline" reads as the same arm on a chart legend.
+            if label.casefold() in labels:
                 form.add_error("label", f"Another arm is already labelled “{label}”; give this one its own label.")
-            labels.add(label)
+            labels.add(label.casefold())
 
     def arm_specs(self) -> list[ArmSpec]:
         return [form.arm_spec() for form in self.live_forms()]
@@ -420,6 +482,8 @@ ArmFormSet = forms.formset_factory(
     extra=0,
     min_num=1,
     max_num=MAX_ARMS,
+    # A posted TOTAL_FORMS above this builds no more forms than this (and is refused).
+    absolute_max=MAX_ARMS,
     validate_max=True,
     can_delete=True,
 )

@@ -2,6 +2,8 @@
 the URL so that a page can be shared. Validation only: a value that is not allowed is
 reported on the page, never dropped in silence."""
 
+import re
+
 from django import forms
 
 from experiments.comparison import MAX_EXPERIMENTS
@@ -158,8 +160,10 @@ class IdListField(forms.Field):
             item = str(item).strip().lstrip("#")
             if not item:
                 continue
-            if not item.isdigit():
-                raise forms.ValidationError(f"“{item}” is not an experiment or arm number.")
+            # ASCII digits only, and few enough for a database id: str.isdigit() takes "²",
+            # which int() refuses, and int() refuses 4,300 digits or more.
+            if not re.fullmatch(r"[0-9]{1,18}", item):
+                raise forms.ValidationError(f"“{item[:20]}” is not an experiment or arm number.")
             if int(item) not in ids:
                 ids.append(int(item))
         return ids

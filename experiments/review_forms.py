@@ -7,6 +7,7 @@ import json
 from django import forms
 
 from experiments.decisions import DecisionSpec
+from experiments.forms import reject_controls_multiline
 from experiments.models import Arm, Decision, Experiment, SpeedupEstimate
 from experiments.results import SPEEDUP_METRICS
 
@@ -15,6 +16,7 @@ class CommentForm(forms.Form):
     body = forms.CharField(
         label="Comment",
         max_length=5000,
+        validators=[reject_controls_multiline],
         widget=forms.Textarea(attrs={"rows": 3}),
         help_text="Plain text: markup is shown as typed. #12 links to experiment 12, decision #5 to that decision.",
     )
@@ -67,6 +69,7 @@ class DecisionForm(forms.Form):
     )
     rationale = forms.CharField(
         max_length=5000,
+        validators=[reject_controls_multiline],
         widget=forms.Textarea(attrs={"rows": 5}),
         help_text="Why, citing the evidence: plain text, #12 links to experiment 12.",
     )
@@ -150,7 +153,12 @@ class DecisionActionForm(forms.Form):
     """Approve, reject, withdraw or dismiss a flag: the version read and, where asked, a note."""
 
     version = forms.IntegerField(min_value=1, widget=forms.HiddenInput)
-    note = forms.CharField(max_length=2000, required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    note = forms.CharField(
+        max_length=2000,
+        required=False,
+        validators=[reject_controls_multiline],
+        widget=forms.Textarea(attrs={"rows": 2}),
+    )
 
     def __init__(self, data=None, *, note_required: bool = False, **kwargs):
         super().__init__(data, **kwargs)

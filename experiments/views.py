@@ -1,3 +1,7 @@
+import base64
+import hashlib
+
+from csp.decorators import csp_update
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import StreamingHttpResponse
@@ -21,6 +25,23 @@ from experiments.history_forms import CompareForm, HistoryFilterForm
 from experiments.models import Experiment, IllegalTransition
 from experiments.prefill import OriginForm, RerunForm
 from experiments.review_forms import CommentForm
+
+
+def _style_hash(style: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(style.encode()).digest()).decode() + "'"
+
+
+# The results' arm swatches set their colour in a style attribute; the page's CSP allows
+# those exact attribute values and no other inline style.
+SWATCH_STYLES_CSP = {
+    "style-src": [
+        "'unsafe-hashes'",
+        *(
+            _style_hash(f"background: {colour}")
+            for colour in (results.BASELINE_COLOUR, results.REPLICATE_COLOUR, *results.ARM_COLOURS)
+        ),
+    ]
+}
 
 
 def _get_experiment_for_user(request, pk: int) -> Experiment:
@@ -148,6 +169,7 @@ def experiment_cancel(request, pk: int):
 
 
 @require_GET
+@csp_update(SWATCH_STYLES_CSP)
 def experiment_detail(request, pk: int):
     experiment = _get_experiment_for_user(request, pk)
     block = results.results_for_experiment(experiment=experiment)

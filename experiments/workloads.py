@@ -122,6 +122,12 @@ def synthetic_prompts(*, count: int, input_len: int, seed: int) -> list[str]:
     return list(prompts)
 
 
+def longest_prompt_words(name: str, count: int) -> int:
+    """Words in the longest of the set's first `count` prompts: a lower bound of its length
+    in tokens (tokenizers split at whitespace, then within words)."""
+    return max((len(prompt.split()) for prompt in get_prompt_set(name).prompts[:count]), default=0)
+
+
 def prompt_set_shortfall(name: str, *, warmup: int, measured: int) -> str | None:
     """Why the built-in set `name` cannot give `warmup` + `measured` distinct prompts, or None.
 

@@ -1,5 +1,6 @@
 """specdash settings, read from SPECDASH_* environment variables (see README)."""
 
+from datetime import timedelta
 from pathlib import Path
 
 from specdash.env import env_bool, env_float, env_int, env_list, env_str
@@ -21,6 +22,8 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "django.contrib.postgres",
+    "axes",
+    "csp",
     "experiments",
 ]
 
@@ -35,6 +38,9 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into its lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "specdash.urls"
@@ -70,6 +76,13 @@ DATABASES = {
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# django-axes before the model backend: it refuses a locked-out username from that address
+# before the (deliberately slow) password hash is computed.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
@@ -93,6 +106,49 @@ STORAGES = {
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
+
+# HTTPS: one switch for an installation served over TLS, each setting overridable.
+# Behind a TLS-terminating proxy, SPECDASH_BEHIND_PROXY trusts its X-Forwarded-Proto and
+# X-Forwarded-For (the login throttle then counts the client's address, not the proxy's).
+HTTPS = env_bool("SPECDASH_HTTPS", False)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("SPECDASH_SECURE_COOKIES", HTTPS)
+SECURE_SSL_REDIRECT = env_bool("SPECDASH_SSL_REDIRECT", HTTPS)
+SECURE_HSTS_SECONDS = env_int("SPECDASH_HSTS_SECONDS", 365 * 24 * 3600 if HTTPS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SPECDASH_HSTS_INCLUDE_SUBDOMAINS", HTTPS)
+SECURE_HSTS_PRELOAD = env_bool("SPECDASH_HSTS_PRELOAD", False)
+BEHIND_PROXY = env_bool("SPECDASH_BEHIND_PROXY", False)
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if BEHIND_PROXY else None
+
+# Bodies larger than this are refused with a page that says so (specdash/views.py).
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("SPECDASH_MAX_BODY_BYTES", 1024 * 1024)
+
+# Login throttling (django-axes): after this many wrong passwords for one username from one
+# address, that pair is refused (HTTP 429, before any password hash) until the cool-off ends.
+AXES_FAILURE_LIMIT = env_int("SPECDASH_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("SPECDASH_LOGIN_COOLOFF_MIN", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_IPWARE_PROXY_COUNT = 1 if BEHIND_PROXY else None
+AXES_IPWARE_META_PRECEDENCE_ORDER = ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"] if BEHIND_PROXY else ["REMOTE_ADDR"]
+
+# Content-Security-Policy (django-csp): scripts, styles and data from this origin only. The
+# experiment page's arm swatches carry their colour in a style attribute: that view allows
+# exactly those values by hash (experiments/views.py).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "font-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'none'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
 
 # Celery: Redis broker, one run at a time per worker process, work acknowledged only
 # once done so a killed worker's experiment is delivered again.
@@ -120,9 +176,22 @@ CELERY_BEAT_SCHEDULE = {
     "reap-stale-runs": {"task": "workers.tasks.runs_reap_stale", "schedule": 60.0},
 }
 
+# Errors and Django's security messages (bad Host, oversized body) go to stderr and to a
+# file under the data folder, from the web server and the workers alike.
+LOG_DIR = Path(env_str("SPECDASH_LOG_DIR", str(DATA_DIR / "log")))
+LOG_DIR.mkdir(parents=True, exist_ok=True)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": env_str("SPECDASH_LOG_LEVEL", "INFO")},
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(process)d %(name)s: %(message)s"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain"},
+        "errors_file": {
+            "class": "logging.handlers.WatchedFileHandler",
+            "filename": str(LOG_DIR / "errors.log"),
+            "level": "WARNING",
+            "formatter": "plain",
+        },
+    },
+    "root": {"handlers": ["console", "errors_file"], "level": env_str("SPECDASH_LOG_LEVEL", "INFO")},
 }

@@ -18,3 +18,7 @@ CELERY_BROKER_URL = env_str("SPECDASH_TEST_REDIS_URL", CELERY_BROKER_URL.rsplit(
 
 # Serve static files through the finders, so tests need no collectstatic.
 WHITENOISE_AUTOREFRESH = True
+
+# The test client's login() calls authenticate() without a request, which django-axes
+# refuses; the login-throttle tests switch it on (tests/test_security.py).
+AXES_ENABLED = False

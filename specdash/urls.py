@@ -8,3 +8,5 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", include("experiments.urls")),
 ]
+
+handler400 = "specdash.views.bad_request"

@@ -43,8 +43,15 @@ window.tables = (function () {
     });
   }
 
+  // A spreadsheet runs a pasted cell that starts with one of these as a formula (an arm
+  // labelled =HYPERLINK(...)): such text is quoted, numbers such as -1.5 are left alone.
+  function spreadsheetSafe(value) {
+    return /^[=+\-@\r]/.test(value) && Number.isNaN(Number(value)) ? "'" + value : value;
+  }
+
   function tableTsv(table) {
-    const text = (c) => c.dataset.tsv ?? c.dataset.value ?? c.textContent.trim();
+    const raw = (c) => c.dataset.tsv ?? c.dataset.value ?? c.textContent.trim();
+    const text = (c) => raw(c).split("\t").map(spreadsheetSafe).join("\t");
     return Array.from(table.rows, (row) => Array.from(row.cells, text).join("\t")).join("\n") + "\n";
   }
 
