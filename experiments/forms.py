@@ -8,7 +8,7 @@ from pathlib import PurePosixPath
 from django import forms
 from django.conf import settings
 
-from experiments import workloads
+from experiments import limits, workloads
 from experiments.models import Arm, Experiment
 from experiments.services import REPLICATE_LABEL, ArmSpec, arm_default_label
 
@@ -134,6 +134,24 @@ def parse_concurrency_levels(text: str) -> list[int]:
     return sorted(levels)
 
 
+def experiment_limit_s(cleaned: dict, *, arms: int) -> float:
+    """The longest the experiment's task may run with `arms` arms (experiments/limits.py)."""
+    size = limits.Size(
+        warmup=cleaned["warmup_requests"],
+        prompts=cleaned["num_prompts"],
+        max_tokens=cleaned["max_tokens"],
+        request_rate=cleaned.get("request_rate"),
+    )
+    return limits.experiment_time_limit_s(
+        size,
+        levels=cleaned["concurrency_levels"],
+        runs_per_level=arms * cleaned["repetitions"],
+        sessions=arms * cleaned["repetitions"],
+        seconds_per_token=settings.SPECDASH_RUN_SECONDS_PER_TOKEN,
+        server_start_s=settings.SPECDASH_SERVER_START_TIMEOUT_S,
+    )
+
+
 def _drop_errors(form: forms.Form, names) -> None:
     """Forget errors of fields the chosen option does not use: the page hides them, and
     their values are not stored."""
@@ -251,6 +269,11 @@ class ExperimentForm(forms.Form):
     slo_tpot_ms = forms.FloatField(required=False, label="TPOT SLO (ms)")
     slo_e2e_ms = forms.FloatField(required=False, label="E2E SLO (ms)")
 
+    def __init__(self, *args, speculative_arms: int = MAX_ARMS, **kwargs):
+        """`speculative_arms`: how many the arm formset posts (the most there can be when unknown)."""
+        super().__init__(*args, **kwargs)
+        self.speculative_arms = speculative_arms
+
     def clean_target_model(self):
         return clean_model_path(self.cleaned_data["target_model"])
 
@@ -295,7 +318,24 @@ class ExperimentForm(forms.Form):
         self._check_fits_model_len(cleaned)
         self._check_prompts_per_level(cleaned.get("concurrency_levels"), measured)
         self._check_arrival_span(cleaned.get("request_rate"), measured)
+        self._check_time_limit(cleaned)
         return cleaned
+
+    def _check_time_limit(self, cleaned):
+        """The experiment's task must end before Redis would hand its message out again."""
+        needed = ("warmup_requests", "num_prompts", "max_tokens", "concurrency_levels", "repetitions")
+        if any(cleaned.get(name) is None for name in needed):
+            return
+        arms = self.speculative_arms + 1 + bool(cleaned.get("aa_replicate"))
+        limit_s = experiment_limit_s(cleaned, arms=arms)
+        allowed_s = settings.CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"]
+        if limit_s > allowed_s:
+            self.add_error(
+                None,
+                f"With {arms} arms, this experiment could take up to {limit_s / 3600:.1f} h, longer than the "
+                f"{allowed_s / 3600:.1f} h a worker may hold one here (SPECDASH_VISIBILITY_TIMEOUT_S). Use fewer "
+                "prompts, levels, repetitions or a shorter output, or ask the administrator to raise it.",
+            )
 
     def _check_arrival_span(self, rate: float | None, measured: int | None):
         if rate is None or measured is None or measured / rate <= MAX_ARRIVAL_SPAN_S:

@@ -100,6 +100,13 @@ class Experiment(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
 
+    # Liveness (workers/liveness.py): a task is handed to the broker (dispatched_at; empty
+    # while the broker cannot be reached), then one worker process holds the experiment
+    # (lease_owner) and beats every second (lease_at). A stale beat means that process died.
+    dispatched_at = models.DateTimeField(null=True, blank=True, help_text="When its task was last handed to Redis.")
+    lease_owner = models.CharField(max_length=255, blank=True, help_text="host:pid:worker executing it.")
+    lease_at = models.DateTimeField(null=True, blank=True, help_text="That worker process's last beat.")
+
     vllm_versions = ArrayField(
         models.CharField(max_length=64), default=list, blank=True, help_text="vLLM version(s) the runs ran on."
     )
@@ -383,7 +390,9 @@ class RequestRecord(models.Model):
     )
 
     class Meta:
-        indexes = [models.Index(fields=["run", "prompt_index"], name="request_run_prompt_idx")]
+        # One row per prompt of a run: a run stored twice (a re-delivered task, a result
+        # written from the worker's spool after a database outage) can never duplicate rows.
+        constraints = [models.UniqueConstraint(fields=["run", "prompt_index"], name="request_run_prompt_unique")]
 
     def __str__(self):
         return f"request {self.prompt_index} of {self.run}"

@@ -1,6 +1,7 @@
 """Everything that writes. Services check the current state and raise IllegalTransition otherwise."""
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -8,12 +9,11 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from experiments import decisions
+from experiments import decisions, dispatch
 from experiments.analysis import experiment_analyse
 from experiments.differences import hardware_label
 from experiments.models import Arm, Comment, EnvironmentSnapshot, Experiment, IllegalTransition, Run
 from experiments.schedule import schedule
-from workers.tasks import experiment_execute
 
 logger = logging.getLogger(__name__)
 
@@ -103,8 +103,8 @@ def experiment_create(*, owner, arms: list[ArmSpec], **fields) -> Experiment:
         )
         for slot in slots
     )
-    queue = experiment.worker_queue
-    transaction.on_commit(lambda: experiment_execute.apply_async(args=[experiment.id], queue=queue))
+    # Redis down at this moment leaves it queued for the periodic dispatcher, not lost.
+    transaction.on_commit(lambda: dispatch.experiment_dispatch(experiment=experiment))
     return experiment
 
 
@@ -229,23 +229,31 @@ def run_mark_succeeded(*, run_id: int) -> None:
 
 
 @transaction.atomic
+def run_record_result(*, run_id: int, store: Callable[[], object]) -> bool:
+    """Store a measured run's results (`store` writes its rows) and mark it succeeded, in one
+    transaction, if the run still wants them: running, or queued again by the reaper while
+    its worker waited for the database. False, writing nothing, when it was cancelled,
+    failed or already stored."""
+    run = Run.objects.select_for_update().get(id=run_id)
+    if run.status not in Run.OPEN_STATUSES:
+        return False
+    store()
+    now = timezone.now()
+    run.status, run.error, run.finished_at, run.started_at = Run.Status.SUCCEEDED, "", now, run.started_at or now
+    run.save(update_fields=["status", "error", "finished_at", "started_at"])
+    return True
+
+
+@transaction.atomic
 def run_mark_failed(*, run_id: int, error: str) -> None:
     _run_close(run_id=run_id, new=Run.Status.FAILED, error=error)
 
 
 @transaction.atomic
-def runs_requeue_stale(*, stale_after: timedelta, max_attempts: int = 3) -> list[int]:
-    """Runs whose worker stopped sending heartbeats: queue them again, or fail them once
-    they have been tried `max_attempts` times. Returns the ids of the experiments that
-    have runs to do again."""
-    cutoff = timezone.now() - stale_after
-    stale = Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=cutoff)
-    stale.filter(attempts__gte=max_attempts).update(
-        status=Run.Status.FAILED,
-        finished_at=timezone.now(),
-        error=f"The worker stopped reporting (tried {max_attempts} times); gave up.",
-    )
-    requeue = stale.filter(attempts__lt=max_attempts)
-    experiment_ids = sorted(set(requeue.values_list("experiment_id", flat=True)))
-    requeue.update(status=Run.Status.QUEUED, started_at=None, heartbeat_at=None, requests_done=0, worker_host="")
+def runs_requeue_stale(*, stale_after: timedelta, max_attempts: int = dispatch.MAX_ATTEMPTS) -> list[int]:
+    """Runs whose heartbeat went stale: queue them again, or fail them once they have been
+    tried `max_attempts` times. Returns the ids of the experiments that have runs to do again."""
+    stale = Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=timezone.now() - stale_after)
+    experiment_ids = sorted(set(stale.filter(attempts__lt=max_attempts).values_list("experiment_id", flat=True)))
+    dispatch.runs_requeue(stale, reason="The worker stopped reporting", max_attempts=max_attempts)
     return experiment_ids

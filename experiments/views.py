@@ -96,8 +96,8 @@ def _queued(request, experiment: Experiment):
 
 @require_http_methods(["GET", "POST"])
 def experiment_create(request):
-    form = ExperimentForm(request.POST or None)
     arms = ArmFormSet(request.POST or None, prefix=ARM_FORMSET_PREFIX)
+    form = ExperimentForm(request.POST or None, speculative_arms=arms.total_form_count() if arms.is_bound else 1)
     origin_form = OriginForm(request.POST or None)
     # Validate all, so that every error shows at once.
     valid = [form.is_valid(), arms.is_valid(), origin_form.is_valid()]

@@ -157,7 +157,19 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "cpu"
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("SPECDASH_VISIBILITY_TIMEOUT_S", 6 * 3600)}
+# An experiment's task holds its message unacknowledged until it ends; Redis hands it out
+# again after this long. The experiment form refuses an experiment whose time limit
+# (experiments/limits.py) is longer, so a live task is never delivered twice.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("SPECDASH_VISIBILITY_TIMEOUT_S", 24 * 3600)}
+# Submitting while Redis is down: a few quick tries, then the experiment waits, saved, for
+# the periodic dispatcher (experiments/dispatch.py) instead of holding the page.
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.5, "interval_max": 0.5}
+CELERY_BROKER_CONNECTION_TIMEOUT = 2.0
+# The reaper and the dispatcher have a queue and a worker process of their own (./dev).
+CELERY_TASK_ROUTES = {
+    "workers.tasks.runs_reap_stale": {"queue": "control"},
+    "workers.tasks.experiments_dispatch_waiting": {"queue": "control"},
+}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_IGNORE_RESULT = True
 
@@ -165,15 +177,23 @@ CELERY_TASK_IGNORE_RESULT = True
 SPECDASH_VLLM_PYTHON = env_str("SPECDASH_VLLM_PYTHON", str(BASE_DIR / ".venv-vllm" / "bin" / "python"))
 SPECDASH_MODELS_DIR = Path(env_str("SPECDASH_MODELS_DIR", str(DATA_DIR / "models")))
 SPECDASH_SERVER_START_TIMEOUT_S = env_float("SPECDASH_SERVER_START_TIMEOUT_S", 300.0)
-SPECDASH_RUN_SOFT_TIME_LIMIT_S = env_int("SPECDASH_RUN_SOFT_TIME_LIMIT_S", 3 * 3600)
-SPECDASH_HEARTBEAT_STALE_S = env_int("SPECDASH_HEARTBEAT_STALE_S", 300)
+# A run's time limit allows this long per generated token (experiments/limits.py): generous
+# for a CPU host; a GPU pool can lower it to admit longer experiments.
+SPECDASH_RUN_SECONDS_PER_TOKEN = env_float("SPECDASH_RUN_SECONDS_PER_TOKEN", 0.25)
+# A worker process beats every second; one silent this long is dead (workers/liveness.py).
+SPECDASH_HEARTBEAT_STALE_S = env_int("SPECDASH_HEARTBEAT_STALE_S", 30)
+# How long a worker keeps retrying to store a finished run while PostgreSQL does not answer;
+# after that the results stay in its spool for the next task (workers/spool.py).
+SPECDASH_DB_OUTAGE_WAIT_S = env_float("SPECDASH_DB_OUTAGE_WAIT_S", 600.0)
 SPECDASH_CPU_KVCACHE_GIB = env_int("SPECDASH_CPU_KVCACHE_GIB", 2)
 # Model ids or paths outside SPECDASH_MODELS_DIR only when an administrator allows them for
 # this installation. vLLM never gets --trust-remote-code: no model code from a repository runs.
 SPECDASH_ALLOW_ANY_MODEL_PATH = env_bool("SPECDASH_ALLOW_ANY_MODEL_PATH", False)
 
+# Every 10 s: with the 30 s beat limit, a dead worker's run is queued again within 40 s.
 CELERY_BEAT_SCHEDULE = {
-    "reap-stale-runs": {"task": "workers.tasks.runs_reap_stale", "schedule": 60.0},
+    "reap-stale-runs": {"task": "workers.tasks.runs_reap_stale", "schedule": 10.0},
+    "dispatch-waiting-experiments": {"task": "workers.tasks.experiments_dispatch_waiting", "schedule": 10.0},
 }
 
 # Errors and Django's security messages (bad Host, oversized body) go to stderr and to a

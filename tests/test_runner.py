@@ -62,6 +62,9 @@ class FakeServer:
     def log_tail(self) -> str:
         return ""
 
+    def exit_code(self) -> int | None:
+        return None
+
 
 def _fake_load(served: Served):
     def run_load_sync(*, base_url, prompts, warmup, concurrency, on_request_done, **kwargs) -> LoadResult:

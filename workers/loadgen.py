@@ -309,5 +309,7 @@ async def _measure(phase: _Phase, base_url: str, offsets: list[float]) -> LoadRe
     )
 
 
-def run_load_sync(**kwargs) -> LoadResult:
-    return asyncio.run(run_load(**kwargs))
+def run_load_sync(*, time_limit_s: float | None = None, **kwargs) -> LoadResult:
+    """run_load in an event loop of its own; TimeoutError past `time_limit_s` (the run's
+    limit), after the requests under way are cancelled."""
+    return asyncio.run(asyncio.wait_for(run_load(**kwargs), timeout=time_limit_s))

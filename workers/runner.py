@@ -13,17 +13,18 @@ import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 
-from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, connection
 
-from experiments import services
+from experiments import dispatch, limits, services
 from experiments.models import Arm, Experiment, IllegalTransition, Run
 from experiments.workloads import experiment_prompts
-from workers import affinity, ingest
+from workers import affinity, spool
 from workers.envinfo import capture_environment
+from workers.liveness import LeaseBeat
 from workers.loadgen import LoadResult, run_load_sync
 from workers.prom import SpecCounters
 from workers.vllm_server import ServerStartError, VllmServer, build_server_args, cuda_visible, free_port
@@ -46,18 +47,29 @@ class ProgressReporter:
     last_beat: float = field(default=0.0)
 
     def __call__(self, done: int, total: int) -> None:
-        """Runs after every measured request; raising here stops the load (workers.loadgen)."""
+        """Runs after every measured request; raising here stops the load (workers.loadgen).
+        A database that does not answer does not stop it: the results wait in the spool."""
         now = time.monotonic()
         if now - self.last_beat < HEARTBEAT_EVERY_S and done < total:
             return
         self.last_beat = now
-        if not services.run_heartbeat(run_id=self.run.id, requests_done=done, requests_total=self.total):
+        try:
+            running = services.run_heartbeat(run_id=self.run.id, requests_done=done, requests_total=self.total)
+        except DatabaseError as error:
+            logger.warning("%s: progress not recorded (%s)", self.run, error)
+            connection.close()
+            return
+        if not running:
             raise RunCancelled(f"{self.run} is no longer running here")
         logger.info("%s: %d/%d requests", self.run, done, self.total)
 
 
 class RunFailed(Exception):
     """A run whose measurement cannot be used."""
+
+
+class ServerDied(Exception):
+    """The session's vLLM server exited under a run: the run is tried again on a fresh one."""
 
 
 class RunCancelled(Exception):
@@ -167,26 +179,51 @@ def client_cores(binding: affinity.CpuBinding | None) -> contextlib.AbstractCont
     return affinity.pinned(binding.client_cores) if binding else contextlib.nullcontext()
 
 
+def experiment_size(experiment: Experiment) -> limits.Size:
+    return limits.Size(
+        warmup=experiment.warmup_requests,
+        prompts=experiment.num_prompts,
+        max_tokens=experiment.max_tokens,
+        request_rate=experiment.request_rate,
+    )
+
+
+def run_limit_s(experiment: Experiment, run: Run) -> float:
+    return limits.run_time_limit_s(
+        experiment_size(experiment),
+        concurrency=run.concurrency,
+        seconds_per_token=settings.SPECDASH_RUN_SECONDS_PER_TOKEN,
+    )
+
+
 def run_measure(server: VllmServer, execution: Execution, run: Run) -> tuple[LoadResult, SpecCounters]:
     """Warm up on the warm-up prompts, then drive the measured ones; the load generator
-    reads the spec counters around the measured requests only."""
+    reads the spec counters around the measured requests only. A run past its time limit
+    (derived from the experiment's size) fails; a server that died under it is replaced."""
     experiment = execution.experiment
     reporter = ProgressReporter(run, experiment.num_prompts)
+    limit_s = run_limit_s(experiment, run)
     with client_cores(execution.binding):
-        load = run_load_sync(
-            base_url=server.base_url,
-            model="target",
-            prompts=execution.prompts,
-            warmup=experiment.warmup_requests,
-            max_tokens=experiment.max_tokens,
-            temperature=experiment.temperature,
-            top_p=experiment.top_p,
-            seed=experiment.seed,
-            ignore_eos=experiment.ignore_eos,
-            concurrency=run.concurrency,
-            request_rate=experiment.request_rate,
-            on_request_done=reporter,
-        )
+        try:
+            load = run_load_sync(
+                base_url=server.base_url,
+                model="target",
+                prompts=execution.prompts,
+                warmup=experiment.warmup_requests,
+                max_tokens=experiment.max_tokens,
+                temperature=experiment.temperature,
+                top_p=experiment.top_p,
+                seed=experiment.seed,
+                ignore_eos=experiment.ignore_eos,
+                concurrency=run.concurrency,
+                request_rate=experiment.request_rate,
+                on_request_done=reporter,
+                time_limit_s=limit_s,
+            )
+        except TimeoutError:
+            raise RunFailed(f"The run went past its time limit of {limit_s:.0f} s.") from None
+    if server.exit_code() is not None:
+        raise ServerDied(f"the vLLM server exited with code {server.exit_code()} during the run")
     if load.spec_counters is None:
         raise RunFailed(f"could not read {server.base_url}/metrics around the measured requests")
     return load, load.spec_counters
@@ -208,17 +245,8 @@ def run_execute(server: VllmServer, execution: Execution, run: Run, environment:
     try:
         load, counters = run_measure(server, execution, run)
         _check_load(server, load)
-        # The rows, the summary and the status change land together or not at all.
-        with transaction.atomic():
-            ingest.ingest_run(
-                run_id=run.id, load=load, counters=counters, environment=environment, experiment=execution.experiment
-            )
-            services.run_mark_succeeded(run_id=run.id)
-    except RunCancelled:
-        logger.info("%s was cancelled during its load; stopping", run)
-        raise
-    except SoftTimeLimitExceeded:
-        services.run_mark_failed(run_id=run.id, error="The run went past its time limit.")
+        run_store(execution, run, spool.SpooledRun(run.id, execution.experiment.id, load, counters, environment))
+    except (RunCancelled, ServerDied):
         raise
     except Exception as exc:
         if not Run.objects.filter(id=run.id, status=Run.Status.RUNNING).exists():
@@ -228,6 +256,14 @@ def run_execute(server: VllmServer, execution: Execution, run: Run, environment:
         services.run_mark_failed(run_id=run.id, error=f"{type(exc).__name__}: {exc}")
 
 
+def run_store(execution: Execution, run: Run, record: spool.SpooledRun) -> None:
+    """On the worker's disk first, then in PostgreSQL (retried while it restarts): the rows,
+    the summary and the status change land together or not at all."""
+    path = spool.spool_write(record)
+    if not spool.spool_store(path, wait_s=settings.SPECDASH_DB_OUTAGE_WAIT_S):
+        raise RunCancelled(f"{run} was cancelled while its results were being stored")
+
+
 def runs_fail(runs: list[Run], error: str, worker_host: str) -> None:
     for run in runs:
         if services.run_claim(run_id=run.id, worker_host=worker_host):
@@ -235,6 +271,24 @@ def runs_fail(runs: list[Run], error: str, worker_host: str) -> None:
 
 
 def session_execute(execution: Execution, session: Session) -> None:
+    """Run the session's runs on fresh servers. A server that dies under a run is replaced,
+    and the run tried again, up to its attempt limit (experiments/dispatch.py)."""
+    runs = session.runs
+    while runs:
+        try:
+            session_attempt(execution, Session(arm=session.arm, runs=runs))
+            return
+        except ServerDied as died:
+            logger.warning("%s: %s; starting a fresh server", session.arm, died)
+            claimed = Run.objects.filter(id__in=[r.id for r in runs], status=Run.Status.RUNNING)
+            for run in claimed:
+                dispatch.run_requeue(run_id=run.id, reason=f"The vLLM server died: {died}")
+            order = {run.id: index for index, run in enumerate(session.runs)}
+            queued = Run.objects.filter(id__in=order, status=Run.Status.QUEUED).select_related("arm")
+            runs = sorted(queued, key=lambda run: order[run.id])
+
+
+def session_attempt(execution: Execution, session: Session) -> None:
     """Start a fresh server for the session, run its runs on it, stop it on every path.
     A server that does not start fails this session's runs only."""
     experiment = execution.experiment
@@ -275,10 +329,31 @@ def experiment_prompts_or_fail(experiment: Experiment, worker_host: str) -> list
 
 
 def experiment_run_all(experiment_id: int, *, worker_host: str, worker_name: str) -> None:
+    """Execute the experiment if no other live worker process holds it. Results a dead
+    worker left on this host's disk are stored first, and the runs it left running are
+    queued again: they are this process's now."""
     experiment = Experiment.objects.get(id=experiment_id)
     if not experiment.is_active:
         logger.info("experiment %s is %s; nothing to do", experiment_id, experiment.status)
         return
+    owner = dispatch.lease_owner_name(worker_name, worker_host)
+    stale = timedelta(seconds=settings.SPECDASH_HEARTBEAT_STALE_S)
+    if not dispatch.experiment_lease_take(
+        experiment_id=experiment_id, owner=owner, host=worker_host, stale_after=stale
+    ):
+        logger.info("experiment %s is held by another live worker process; leaving it", experiment_id)
+        return
+    try:
+        with LeaseBeat(experiment_id=experiment_id, owner=owner):
+            spool.spool_flush(wait_s=settings.SPECDASH_DB_OUTAGE_WAIT_S)
+            dispatch.runs_take_back(experiment_id=experiment_id, reason="Its worker process died")
+            experiment_execute_held(experiment, worker_host=worker_host, worker_name=worker_name)
+    finally:
+        dispatch.experiment_lease_release(experiment_id=experiment_id, owner=owner)
+
+
+def experiment_execute_held(experiment: Experiment, *, worker_host: str, worker_name: str) -> None:
+    experiment_id = experiment.id
     try:
         services.experiment_mark_running(experiment=experiment)
         prompts = experiment_prompts_or_fail(experiment, worker_host)

@@ -34,14 +34,11 @@ def _stop_orphaned_servers(**kwargs) -> None:
         logger.warning("stopped an orphaned vLLM server (process group %s)", pgid)
 
 
-@shared_task(
-    acks_late=True,
-    reject_on_worker_lost=True,
-    soft_time_limit=settings.SPECDASH_RUN_SOFT_TIME_LIMIT_S,
-)
+@shared_task(acks_late=True, reject_on_worker_lost=True)
 def experiment_execute(experiment_id: int) -> None:
-    """Run every queued run of the experiment on this worker. Safe to deliver twice:
-    each run is claimed with a conditional update before it starts."""
+    """Run every queued run of the experiment on this worker. Safe to deliver twice: one
+    live worker process holds the experiment (its lease), and each run is claimed with a
+    conditional update before it starts. Each run has its own time limit (workers/runner.py)."""
     from workers.runner import experiment_run_all
 
     logger.info("received experiment %s", experiment_id)
@@ -50,15 +47,27 @@ def experiment_execute(experiment_id: int) -> None:
 
 @shared_task
 def runs_reap_stale() -> None:
-    """Re-queue runs whose worker stopped sending heartbeats, dispatch their experiments
-    again on their own queues, and close experiments that have no work left."""
-    from experiments import services
+    """Take work back from dead worker processes: experiments whose holder stopped beating
+    and runs whose heartbeat went stale are queued again and dispatched on their own queues;
+    experiments with no work left are closed."""
+    from experiments import dispatch, services
     from experiments.models import Experiment
 
     stale_after = timedelta(seconds=settings.SPECDASH_HEARTBEAT_STALE_S)
-    experiment_ids = services.runs_requeue_stale(stale_after=stale_after)
-    for experiment in Experiment.objects.filter(id__in=experiment_ids):
-        logger.warning("re-dispatching experiment %s after a stale run", experiment.id)
-        experiment_execute.apply_async(args=[experiment.id], queue=experiment.worker_queue)
+    ids = set(dispatch.experiments_take_back_dead(stale_after=stale_after))
+    ids |= set(services.runs_requeue_stale(stale_after=stale_after))
+    for experiment in Experiment.objects.filter(id__in=ids):
+        logger.warning("re-dispatching experiment %s: its worker process stopped beating", experiment.id)
+        dispatch.experiment_dispatch(experiment=experiment)
     for experiment in services.experiments_without_work():
         services.experiment_finish(experiment=experiment)
+
+
+@shared_task
+def experiments_dispatch_waiting() -> None:
+    """Hand the broker the experiments saved while it could not be reached."""
+    from experiments import dispatch
+
+    for experiment in dispatch.experiments_waiting_for_broker():
+        if dispatch.experiment_dispatch(experiment=experiment):
+            logger.warning("dispatched experiment %s, which waited for the broker", experiment.id)

@@ -145,6 +145,10 @@ class VllmServer:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc else None
 
+    def exit_code(self) -> int | None:
+        """The server's exit code once it has exited (died under a run), else None."""
+        return self._proc.poll() if self._proc else None
+
     def __enter__(self) -> "VllmServer":
         self.start()
         try:

@@ -1,0 +1,103 @@
+"""A finished run's results on the worker's disk until PostgreSQL has them.
+
+A run's measurements are written here before the database is tried: if PostgreSQL is
+restarting, the worker retries until it answers; if the worker dies first, the next task on
+this host stores the file. The database decides whether a spooled result is still wanted
+(services.run_record_result): a run stored, cancelled or failed meanwhile takes nothing, and
+storing replaces the run's rows, so a result is never recorded twice.
+
+The files are pickles written and read by the worker itself, under its own data folder.
+"""
+
+import logging
+import os
+import pickle
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+from django.db import DatabaseError, close_old_connections, connection
+
+from experiments import services
+from experiments.models import Experiment
+from workers import ingest
+from workers.loadgen import LoadResult
+from workers.prom import SpecCounters
+
+logger = logging.getLogger(__name__)
+
+RETRY_MAX_S = 5.0
+
+
+@dataclass(frozen=True)
+class SpooledRun:
+    run_id: int
+    experiment_id: int
+    load: LoadResult
+    counters: SpecCounters
+    environment: dict
+
+
+def spool_dir() -> Path:
+    path = settings.DATA_DIR / "spool"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def spool_write(record: SpooledRun) -> Path:
+    """Write atomically (rename), and to disk (fsync): a half-written file is never read."""
+    path = spool_dir() / f"run-{record.run_id}.pickle"
+    partial = path.with_suffix(".partial")
+    with open(partial, "wb") as file:
+        pickle.dump(record, file)
+        file.flush()
+        os.fsync(file.fileno())
+    partial.replace(path)
+    return path
+
+
+def _store(record: SpooledRun) -> bool:
+    experiment = Experiment.objects.get(id=record.experiment_id)
+    return services.run_record_result(
+        run_id=record.run_id,
+        store=lambda: ingest.ingest_run(
+            run_id=record.run_id, load=record.load, counters=record.counters,
+            environment=record.environment, experiment=experiment,
+        ),
+    )  # fmt: skip
+
+
+def spool_store(path: Path, *, wait_s: float) -> bool:
+    """Store a spooled run, retrying while the database cannot be reached (up to `wait_s`),
+    then remove the file. True if the run took it; False if it no longer wanted it."""
+    record = pickle.loads(path.read_bytes())
+    deadline, delay = time.monotonic() + wait_s, 0.5
+    while True:
+        try:
+            stored = _store(record)
+        except DatabaseError as error:
+            if time.monotonic() >= deadline:
+                raise
+            logger.warning(
+                "run %s: the database is not answering (%s); its results wait in %s", record.run_id, error, path
+            )
+            connection.close()
+            time.sleep(delay)
+            delay = min(delay * 2, RETRY_MAX_S)
+            close_old_connections()
+            continue
+        path.unlink(missing_ok=True)
+        return stored
+
+
+def spool_flush(*, wait_s: float) -> list[int]:
+    """Store every run left on this host's disk by a worker that died or gave up waiting.
+    Returns the ids of the runs that took their results."""
+    stored = []
+    for path in sorted(spool_dir().glob("run-*.pickle")):
+        record_id = path.stem.removeprefix("run-")
+        if spool_store(path, wait_s=wait_s):
+            logger.warning("stored run %s from the spool", record_id)
+            stored.append(int(record_id))
+    return stored
