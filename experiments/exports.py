@@ -91,10 +91,15 @@ def csv_lines(export: Export) -> Iterator[str]:
         yield writer.writerow([_csv_cell(_plain(value)) for value in row])
 
 
+def row_dict(columns: tuple[str, ...], row) -> dict:
+    """One export row as the JSON download (and the API) gives it."""
+    return dict(zip(columns, map(_plain, row), strict=True))
+
+
 def json_lines(export: Export) -> Iterator[str]:
     separator = "[\n"
     for row in export.rows.iterator(chunk_size=EXPORT_CHUNK_ROWS):
-        yield separator + json.dumps(dict(zip(export.columns, map(_plain, row), strict=True)))
+        yield separator + json.dumps(row_dict(export.columns, row))
         separator = ",\n"
     yield "[]\n" if separator == "[\n" else "\n]\n"
 

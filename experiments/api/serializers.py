@@ -1,0 +1,209 @@
+"""The API's shapes for the OpenAPI schema. The spec's fields are derived from the
+experiment form's, so the schema documents exactly what the form accepts; the answers are
+built in payloads.py and described here."""
+
+from functools import partial
+
+from django import forms
+from django.utils.choices import CallableChoiceIterator
+from rest_framework import serializers
+
+from experiments.api.payloads import PROGRESS_COUNTS
+from experiments.api.submission import ARMS_KEY
+from experiments.exports import REQUEST_EXPORT_FIELDS, SUMMARY_EXPORT_FIELDS
+from experiments.forms import ArmForm, ExperimentForm
+from experiments.models import Experiment, RequestRecord, Run, RunSummary
+
+
+def _number_bounds(field: forms.Field) -> dict:
+    bounds = {"min_value": getattr(field, "min_value", None), "max_value": getattr(field, "max_value", None)}
+    return {name: value for name, value in bounds.items() if value is not None}
+
+
+def _spec_field(name: str, field: forms.Field) -> serializers.Field:
+    """The serializer field documenting one form field; optional, since an omitted field takes
+    the form's initial value."""
+    common = {"required": False, "help_text": str(field.help_text or field.label or name)}
+    if name == "concurrency_levels":
+        return serializers.ListField(child=serializers.IntegerField(min_value=1), **common)
+    if isinstance(field, forms.BooleanField):
+        return serializers.BooleanField(**common)
+    # Django's FloatField is an IntegerField: ask about it first.
+    if isinstance(field, forms.FloatField):
+        return serializers.FloatField(allow_null=not field.required, **_number_bounds(field), **common)
+    if isinstance(field, forms.IntegerField):
+        return serializers.IntegerField(allow_null=not field.required, **_number_bounds(field), **common)
+    # Choices read at run time (the prompt sets) would make the schema depend on the data.
+    if isinstance(field, forms.ChoiceField) and not isinstance(field.choices, CallableChoiceIterator):
+        return serializers.ChoiceField(choices=field.choices, **common)
+    return serializers.CharField(allow_blank=not field.required, allow_null=True, **common)
+
+
+def _serializer_from_form(name: str, form_class: type[forms.Form], extra: dict) -> type[serializers.Serializer]:
+    fields = {field_name: _spec_field(field_name, field) for field_name, field in form_class.base_fields.items()}
+    return type(name, (serializers.Serializer,), fields | extra)
+
+
+ArmSpecSerializer = _serializer_from_form("ArmSpec", ArmForm, {})
+ExperimentSpecSerializer = _serializer_from_form(
+    "ExperimentSpec",
+    ExperimentForm,
+    {ARMS_KEY: ArmSpecSerializer(many=True, help_text="The speculative arms; the baseline is added for you.")},
+)
+
+
+class SpecErrorsSerializer(serializers.Serializer):
+    errors = serializers.DictField(help_text="The form's messages by field; `arms` holds one object per arm.")
+    messages = serializers.ListField(child=serializers.CharField(), help_text="One line per refusal.")
+
+
+class DetailSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+
+
+class ArmSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    position = serializers.IntegerField()
+    label = serializers.CharField()
+    method = serializers.CharField()
+    num_speculative_tokens = serializers.IntegerField(allow_null=True)
+    params = serializers.DictField()
+    is_baseline = serializers.BooleanField()
+    is_replicate = serializers.BooleanField()
+    speculative_config = serializers.DictField(allow_null=True, help_text="vLLM's --speculative-config.")
+
+
+class ExperimentSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    owner = serializers.CharField()
+    status = serializers.ChoiceField(choices=Experiment.Status.choices)
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+    vllm_versions = serializers.ListField(child=serializers.CharField())
+    hardware = serializers.ListField(child=serializers.CharField())
+    spec = ExperimentSpecSerializer(help_text="The protocol, as a spec that could be submitted again.")
+    arms = ArmSerializer(many=True)
+    warnings = serializers.ListField(child=serializers.CharField())
+    links = serializers.DictField(child=serializers.CharField())
+
+
+class RunProgressSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    arm_id = serializers.IntegerField()
+    arm = serializers.CharField()
+    concurrency = serializers.IntegerField()
+    repetition = serializers.IntegerField(help_text="The block, 1-based.")
+    block_position = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=Run.Status.choices)
+    requests_done = serializers.IntegerField()
+    requests_total = serializers.IntegerField()
+    error = serializers.CharField()
+
+
+def _numbers(name: str, names: tuple[str, ...], field, extra: dict) -> type[serializers.Serializer]:
+    return type(name, (serializers.Serializer,), {n: field() for n in names} | extra)
+
+
+ProgressSerializer = _numbers(
+    "Progress",
+    PROGRESS_COUNTS,
+    serializers.IntegerField,
+    {"status": serializers.ChoiceField(choices=Experiment.Status.choices), "runs": RunProgressSerializer(many=True)},
+)
+SpreadSerializer = _numbers("Spread", ("mean", "min", "max"), partial(serializers.FloatField, allow_null=True), {})
+
+
+class SummaryCellSerializer(serializers.Serializer):
+    arm_id = serializers.IntegerField()
+    level = serializers.IntegerField()
+    runs = serializers.IntegerField(help_text="Succeeded runs (blocks) the spread is over.")
+    metrics = serializers.DictField(child=SpreadSerializer(), help_text="Run-summary column: mean, min, max.")
+    drafts = serializers.IntegerField(allow_null=True)
+    accepted = serializers.IntegerField(allow_null=True)
+    acceptance_length = serializers.FloatField(allow_null=True, help_text="τ = 1 + accepted / drafts.")
+    tokens_per_step = serializers.FloatField(allow_null=True)
+    low_concurrency = serializers.BooleanField()
+
+
+class SpeedupSerializer(serializers.Serializer):
+    arm_id = serializers.IntegerField()
+    level = serializers.IntegerField()
+    metric = serializers.CharField()
+    point = serializers.FloatField(allow_null=True, help_text="Above 1 the arm is better.")
+    ci_low = serializers.FloatField(allow_null=True)
+    ci_high = serializers.FloatField(allow_null=True)
+    outcome = serializers.CharField(help_text="faster, slower, equivalent, inconclusive, or why there is no call.")
+    n_blocks = serializers.IntegerField()
+    n_pairs = serializers.IntegerField()
+    block_ratios = serializers.ListField(child=serializers.FloatField())
+    note = serializers.CharField()
+    failed_arm = serializers.IntegerField()
+    failed_baseline = serializers.IntegerField()
+
+
+BreakEvenSerializer = _numbers(
+    "BreakEven",
+    ("level", "lo", "hi"),
+    partial(serializers.FloatField, allow_null=True),
+    {"state": serializers.CharField()},
+)
+
+
+class VerdictSerializer(serializers.Serializer):
+    arm_id = serializers.IntegerField()
+    arm = serializers.CharField()
+    replicate = serializers.BooleanField()
+    metric = serializers.CharField()
+    text = serializers.CharField()
+    break_even = BreakEvenSerializer()
+
+
+class AcceptanceSerializer(serializers.Serializer):
+    arm_id = serializers.IntegerField()
+    drafts = serializers.IntegerField()
+    accepted = serializers.ListField(child=serializers.IntegerField())
+    unconditional = serializers.ListField(child=serializers.FloatField(allow_null=True))
+    conditional = serializers.ListField(child=serializers.FloatField(allow_null=True))
+    conditional_drafted = serializers.ListField(child=serializers.FloatField(allow_null=True))
+
+
+class ResultsSerializer(serializers.Serializer):
+    experiment_id = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=Experiment.Status.choices)
+    analysed = serializers.BooleanField(help_text="False until the experiment has finished and been analysed.")
+    margin = serializers.FloatField(help_text="The equivalence margin as a fraction.")
+    levels = serializers.ListField(child=serializers.IntegerField())
+    arms = ArmSerializer(many=True)
+    summaries = SummaryCellSerializer(many=True)
+    speedups = SpeedupSerializer(many=True)
+    verdicts = VerdictSerializer(many=True)
+    acceptance_by_position = AcceptanceSerializer(many=True)
+    fidelity = serializers.ListField(child=serializers.DictField())
+    series = serializers.DictField(help_text="The chart series the page draws (CDFs, tokens per step, ...).")
+    warnings = serializers.ListField(child=serializers.CharField())
+
+
+def _row_serializer(name: str, model, columns: tuple[str, ...], extra: dict) -> type[serializers.Serializer]:
+    """A download row: the run columns, then the table's own (a model serializer's mapping)."""
+    mapped = type(
+        f"{name}Fields", (serializers.ModelSerializer,), {"Meta": type("Meta", (), {"model": model, "fields": columns})}
+    )
+    fields = {column: mapped().fields[column] for column in columns if column not in extra}
+    run = {
+        "run_id": serializers.IntegerField(), "arm": serializers.CharField(), "method": serializers.CharField(),
+        "concurrency": serializers.IntegerField(), "repetition": serializers.IntegerField(),
+    }  # fmt: skip
+    return type(name, (serializers.Serializer,), run | fields | extra)
+
+
+RequestRowSerializer = _row_serializer(
+    "RequestRow",
+    RequestRecord,
+    REQUEST_EXPORT_FIELDS,
+    {"output_token_ids": serializers.ListField(child=serializers.IntegerField(), allow_null=True)},
+)
+SummaryRowSerializer = _row_serializer(
+    "SummaryRow", RunSummary, SUMMARY_EXPORT_FIELDS, {"run_status": serializers.ChoiceField(choices=Run.Status.choices)}
+)

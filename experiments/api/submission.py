@@ -1,0 +1,144 @@
+"""An experiment spec as JSON (the API's body, the CLI's spec file) turned into what the
+experiment form posts, so that ExperimentForm and ArmFormSet judge it: one set of rules and
+messages for the page, the API and the command line.
+
+A spec uses the form's field names and units (the equivalence margin in percent). A field
+left out takes the value the empty form starts with, as a person who only fills in the name
+would submit it.
+"""
+
+from dataclasses import dataclass
+
+from django import forms
+
+from experiments import prefill
+from experiments.forms import ARM_FORMSET_PREFIX, ArmForm, ArmFormSet, ExperimentForm
+from experiments.models import Experiment
+from experiments.services import ArmSpec
+
+ARMS_KEY = "arms"
+NON_FIELD = "non_field_errors"
+
+
+@dataclass(frozen=True)
+class Submission:
+    """A spec the form accepted: the experiment's fields and its speculative arms."""
+
+    fields: dict
+    arms: list[ArmSpec]
+
+
+class SpecInvalid(Exception):
+    """The spec was refused: `errors` by field (arms by index), `messages` one line each."""
+
+    def __init__(self, errors: dict, messages: list[str]):
+        super().__init__("; ".join(messages))
+        self.errors = errors
+        self.messages = messages
+
+
+def _initial(field: forms.Field):
+    return field.initial() if callable(field.initial) else field.initial
+
+
+def _form_value(name: str, field: forms.Field, value, errors: dict):
+    """A JSON value as the browser would post it, or None to post nothing (an unticked box)."""
+    if isinstance(field, forms.BooleanField):
+        if not isinstance(value, bool):
+            errors[name] = ["Must be true or false."]
+            return None
+        return "on" if value else None
+    if isinstance(value, list) and name == "concurrency_levels":
+        return ", ".join(str(item) for item in value)
+    if value is None:
+        return ""
+    if isinstance(value, dict | list | bool):
+        errors[name] = ["Must be a single value (text or a number)."]
+        return None
+    return str(value)
+
+
+def _posted(spec: dict, form_fields: dict, prefix: str, errors: dict) -> dict:
+    unknown = sorted(set(spec) - set(form_fields))
+    for name in unknown:
+        errors[name] = [f"Unknown field “{name}”; the fields are: {', '.join(form_fields)}."]
+    data = {}
+    for name, field in form_fields.items():
+        value = _form_value(name, field, spec[name], errors) if name in spec else _default_post(field)
+        if value is not None:
+            data[f"{prefix}{name}"] = value
+    return data
+
+
+def _default_post(field: forms.Field):
+    value = _initial(field)
+    if isinstance(field, forms.BooleanField):
+        return "on" if value else None
+    return "" if value is None else str(value)
+
+
+def _arms_data(arms, errors: dict) -> dict:
+    if not isinstance(arms, list) or not all(isinstance(arm, dict) for arm in arms):
+        errors[ARMS_KEY] = ['A list of speculative arms, each an object such as {"method": "ngram"}.']
+        return {}
+    data = {f"{ARM_FORMSET_PREFIX}-TOTAL_FORMS": str(len(arms)), f"{ARM_FORMSET_PREFIX}-INITIAL_FORMS": "0"}
+    arm_errors = [{} for _ in arms]
+    for index, arm in enumerate(arms):
+        data |= _posted(arm, ArmForm.base_fields, f"{ARM_FORMSET_PREFIX}-{index}-", arm_errors[index])
+    if any(arm_errors):
+        errors[ARMS_KEY] = arm_errors
+    return data
+
+
+def _form_errors(form: forms.Form) -> dict:
+    return {NON_FIELD if name == "__all__" else name: list(messages) for name, messages in form.errors.items()}
+
+
+def _shape_messages(errors: dict) -> list[str]:
+    lines = []
+    for name, messages in errors.items():
+        if name == ARMS_KEY and isinstance(messages, list) and messages and isinstance(messages[0], dict):
+            lines += [
+                f"arm {i}, {field}: {m}" for i, arm in enumerate(messages, 1) for field, ms in arm.items() for m in ms
+            ]
+        else:
+            lines += [f"{name}: {message}" for message in messages]
+    return lines
+
+
+def submission_from_spec(spec) -> Submission:
+    """Validate a spec with the experiment form and the arm formset; raise SpecInvalid with
+    the form's own messages when they refuse it."""
+    if not isinstance(spec, dict):
+        raise SpecInvalid({NON_FIELD: ["The spec must be a JSON object."]}, ["The spec must be a JSON object."])
+    shape_errors: dict = {}
+    experiment_spec = {name: value for name, value in spec.items() if name != ARMS_KEY}
+    data = _posted(experiment_spec, ExperimentForm.base_fields, "", shape_errors)
+    data |= _arms_data(spec.get(ARMS_KEY, []), shape_errors)
+    if shape_errors:
+        raise SpecInvalid(shape_errors, _shape_messages(shape_errors))
+    arms = ArmFormSet(data, prefix=ARM_FORMSET_PREFIX)
+    form = ExperimentForm(data, speculative_arms=arms.total_form_count())
+    if not all([form.is_valid(), arms.is_valid()]):
+        errors = _form_errors(form)
+        if any(arms.errors) or arms.non_form_errors():
+            errors[ARMS_KEY] = [_form_errors(arm_form) for arm_form in arms.forms]
+            errors["arms_non_field_errors"] = list(arms.non_form_errors())
+        raise SpecInvalid(errors, prefill.protocol_errors(form, arms))
+    return Submission(fields=form.experiment_fields(), arms=arms.arm_specs())
+
+
+def spec_from_experiment(experiment: Experiment) -> dict:
+    """The experiment's protocol as a spec: what submitting it again would take."""
+    spec = {
+        name: value if value != "" else None
+        for name, value in prefill.experiment_data(experiment).items()
+        if name != "concurrency_levels"
+    }
+    spec["concurrency_levels"] = sorted(experiment.concurrency_levels)
+    arm_fields = ArmForm.base_fields
+    spec[ARMS_KEY] = [
+        {name: value for name, value in row.items() if value != "" and name in arm_fields}
+        for row in prefill.arm_initial(experiment)
+    ]
+    return spec

@@ -1,0 +1,18 @@
+"""The page where a logged-in user sees and renews the token the API and the CLI need."""
+
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from experiments.api import tokens
+
+
+@require_GET
+def api_token(request):
+    context = {"token": tokens.api_token_of(user=request.user)}
+    return render(request, "experiments/api_token.html", context)
+
+
+@require_POST
+def api_token_rotate(request):
+    tokens.api_token_rotate(user=request.user)
+    return redirect("api:token")

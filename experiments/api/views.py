@@ -1,0 +1,156 @@
+"""The API's endpoints: check access → validate → call a service or a payload builder, as the
+pages' views do. A token (or a logged-in session) is needed for everything but the schema."""
+
+from django.contrib.auth.decorators import login_not_required
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from experiments import exports, selectors, services
+from experiments.api import payloads
+from experiments.api.serializers import (
+    DetailSerializer,
+    ExperimentSerializer,
+    ExperimentSpecSerializer,
+    ProgressSerializer,
+    RequestRowSerializer,
+    ResultsSerializer,
+    SpecErrorsSerializer,
+    SummaryRowSerializer,
+)
+from experiments.api.submission import SpecInvalid, submission_from_spec
+from experiments.models import Experiment, IllegalTransition
+
+
+class RowPages(PageNumberPagination):
+    """Pages of rows: 100 by default, up to 1,000 with ?page_size=."""
+
+    page_size = 100
+    page_size_query_param = "page_size"
+    max_page_size = 1000
+
+
+class ApiView(APIView):
+    """An API endpoint: its own authentication (token or session), not the pages' login redirect."""
+
+    @classmethod
+    def as_view(cls, **initkwargs):
+        return login_not_required(super().as_view(**initkwargs))
+
+
+def _experiment(pk: int) -> Experiment:
+    # Every member of the team may see every experiment, as on the pages.
+    return get_object_or_404(Experiment.objects.select_related("owner", "analysis"), pk=pk)
+
+
+def _list_item(experiment: Experiment) -> dict:
+    return {
+        "id": experiment.pk, "name": experiment.name, "owner": experiment.owner.get_username(),
+        "status": experiment.status, "created_at": experiment.created_at,
+        "runs_total": experiment.runs_total, "runs_done": experiment.runs_done,
+    }  # fmt: skip
+
+
+ExperimentListItem = inline_serializer(
+    "ExperimentListItem",
+    {
+        "id": serializers.IntegerField(), "name": serializers.CharField(), "owner": serializers.CharField(),
+        "status": serializers.ChoiceField(choices=Experiment.Status.choices), "created_at": serializers.DateTimeField(),
+        "runs_total": serializers.IntegerField(), "runs_done": serializers.IntegerField(),
+    },
+)  # fmt: skip
+
+
+class ExperimentsView(ApiView):
+    @extend_schema(
+        operation_id="experiments_list",
+        parameters=[OpenApiParameter("status", str, enum=Experiment.Status.values)],
+        responses=ExperimentListItem,
+    )
+    def get(self, request):
+        """Experiments, newest first."""
+        experiments = selectors.experiment_list(status=request.query_params.get("status", ""))
+        pages = RowPages()
+        page = pages.paginate_queryset(experiments, request, view=self)
+        return pages.get_paginated_response([_list_item(experiment) for experiment in page])
+
+    @extend_schema(
+        operation_id="experiments_submit",
+        request=ExperimentSpecSerializer,
+        responses={201: ExperimentSerializer, 400: SpecErrorsSerializer},
+    )
+    def post(self, request):
+        """Submit an experiment. The spec is judged by the experiment form's own rules and
+        messages; fields left out take the form's initial values."""
+        try:
+            submission = submission_from_spec(request.data)
+        except SpecInvalid as invalid:
+            return Response(
+                {"errors": invalid.errors, "messages": invalid.messages}, status=status.HTTP_400_BAD_REQUEST
+            )
+        experiment = services.experiment_create(owner=request.user, arms=submission.arms, **submission.fields)
+        return Response(payloads.experiment_payload(experiment), status=status.HTTP_201_CREATED)
+
+
+class ExperimentView(ApiView):
+    @extend_schema(operation_id="experiments_read", responses=ExperimentSerializer)
+    def get(self, request, pk: int):
+        """One experiment: status, protocol (as a spec), arms, warnings and links."""
+        return Response(payloads.experiment_payload(_experiment(pk)))
+
+
+class ProgressView(ApiView):
+    @extend_schema(operation_id="experiments_progress", responses=ProgressSerializer)
+    def get(self, request, pk: int):
+        """Run counts by status, and every run in the order the worker executes them."""
+        return Response(payloads.progress_payload(_experiment(pk)))
+
+
+class CancelView(ApiView):
+    @extend_schema(
+        operation_id="experiments_cancel",
+        request=None,
+        responses={200: ProgressSerializer, 403: DetailSerializer, 409: DetailSerializer},
+    )
+    def post(self, request, pk: int):
+        """Cancel a queued or running experiment (its owner or staff): completed runs are kept."""
+        experiment = _experiment(pk)
+        if request.user != experiment.owner and not request.user.is_staff:
+            return Response({"detail": "Only the experiment's owner (or staff) may cancel it."}, status=403)
+        try:
+            services.experiment_cancel(experiment=experiment, by=request.user)
+        except IllegalTransition:
+            detail = f"The experiment is {experiment.get_status_display().lower()}: nothing to cancel."
+            return Response({"detail": detail}, status=status.HTTP_409_CONFLICT)
+        return Response(payloads.progress_payload(experiment))
+
+
+class ResultsView(ApiView):
+    @extend_schema(operation_id="experiments_results", responses=ResultsSerializer)
+    def get(self, request, pk: int):
+        """Every number of the experiment page's results: spreads, speedups with intervals and
+        outcomes, verdicts, acceptance by position, fidelity, chart series, warnings."""
+        return Response(payloads.results_payload(_experiment(pk)))
+
+
+def _rows(view: APIView, request, export: exports.Export) -> Response:
+    pages = RowPages()
+    page = pages.paginate_queryset(export.rows, request, view=view)
+    return pages.get_paginated_response(payloads.export_page(export, page))
+
+
+class SummariesView(ApiView):
+    @extend_schema(operation_id="experiments_summaries", responses=SummaryRowSerializer(many=True))
+    def get(self, request, pk: int):
+        """One row per run summary, as the summaries download gives them."""
+        return _rows(self, request, exports.run_summary_export(experiment=_experiment(pk)))
+
+
+class RequestsView(ApiView):
+    @extend_schema(operation_id="experiments_requests", responses=RequestRowSerializer(many=True))
+    def get(self, request, pk: int):
+        """One row per measured request, as the requests download gives them, a page at a time."""
+        return _rows(self, request, exports.request_export(experiment=_experiment(pk)))

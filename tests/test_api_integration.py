@@ -1,0 +1,68 @@
+"""The command line and the API through the real parts: the client script submits over HTTP,
+a Celery worker runs the experiment on vLLM, `--wait` follows it to the verdict table and the
+exit status, and the API's numbers are the experiment page's."""
+
+import json
+import re
+
+import pytest
+from django.conf import settings
+from django.test import Client
+from django.urls import reverse
+from rest_framework.authtoken.models import Token
+
+from experiments.models import Experiment
+from scripts import specdash_client
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+TARGET = settings.SPECDASH_MODELS_DIR / "target"
+SPEC = {
+    "name": "cli on vllm", "dtype": "float32", "prompt_set": "code_edit", "num_prompts": 4, "max_tokens": 16,
+    "concurrency_levels": [1], "repetitions": 1, "warmup_requests": 1, "temperature": 0,
+    "arms": [{"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 2, "prompt_lookup_max": 3}],
+}  # fmt: skip
+
+
+@pytest.mark.skipif(not (TARGET / "config.json").exists(), reason="demo models not built (./dev test builds them)")
+def test_wait_follows_a_real_experiment_to_its_verdicts(celery_worker_process, live_server, user, tmp_path, capsys):
+    token = Token.objects.create(user=user).key
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps(SPEC | {"expect": ["n-gram lookup k=2 faster at concurrency <= 1"]}))
+
+    status = specdash_client.main(
+        [str(spec), "--wait", "--poll", "1", "--timeout", "900", "--url", live_server.url, "--token", token]
+    )
+
+    out = capsys.readouterr().out
+    experiment = Experiment.objects.get(name="cli on vllm")
+    assert experiment.status == Experiment.Status.FINISHED, out
+    # One block gives estimates but no verdict, so the expectation cannot hold.
+    assert status == specdash_client.NOT_HELD, out
+    assert re.search(r"running: \d/2 runs done", out), out
+    assert "finished: 2/2 runs done (2 succeeded, 0 failed)" in out
+    assert re.search(r"n-gram lookup k=2 +too few blocks \d", out), out
+    assert "NOT HELD: n-gram lookup k=2 faster at concurrency <= 1 (at 1: too few blocks" in out
+    _check_api_numbers_equal_the_pages(experiment, user, token)
+
+
+def _check_api_numbers_equal_the_pages(experiment, user, token):
+    page = Client()
+    page.force_login(user)
+    html = page.get(reverse("experiments:detail", args=[experiment.pk])).content.decode()
+    chart = json.loads(re.search(r'<script id="results-data" type="application/json">(.*?)</script>', html, re.S)[1])
+    api = Client(headers={"Authorization": f"Token {token}"})
+    body = api.get(reverse("api:experiment-results", args=[experiment.pk])).json()
+    cells = {(c["arm_id"], c["level"]): c["metrics"] for c in body["summaries"]}
+    assert len(cells) == len(chart["cells"]) == 2
+    for page_cell in chart["cells"]:
+        metrics = cells[(page_cell["arm"], page_cell["level"])]
+        assert all([s["mean"], s["min"], s["max"]] == page_cell[column] for column, s in metrics.items())
+    speedups = {(s["arm_id"], s["level"], s["metric"]): s for s in body["speedups"]}
+    for point in chart["speedups"]:
+        mine = speedups[(point["arm"], point["level"], point["metric"])]
+        assert (mine["point"], mine["ci_low"], mine["ci_high"], mine["outcome"]) == (
+            point["point"], point["lo"], point["hi"], point["outcome"]
+        )  # fmt: skip
+    requests = api.get(reverse("api:experiment-requests", args=[experiment.pk])).json()
+    assert requests["count"] == 2 * SPEC["num_prompts"]
