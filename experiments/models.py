@@ -34,6 +34,10 @@ class Experiment(models.Model):
         RERUN = "rerun", "Re-run"
         CLONE = "clone", "Clone"
 
+    class Source(models.TextChoices):
+        MEASURED = "measured", "Measured by specdash"
+        IMPORTED = "imported", "Imported vllm bench serve results"
+
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="experiments")
@@ -107,6 +111,11 @@ class Experiment(models.Model):
     lease_owner = models.CharField(max_length=255, blank=True, help_text="host:pid:worker executing it.")
     lease_at = models.DateTimeField(null=True, blank=True, help_text="That worker process's last beat.")
 
+    # An imported experiment (experiments/imports.py) is read-only: its runs are summaries
+    # read from `vllm bench serve` result files, one per file, listed in imported_files.
+    source = models.CharField(max_length=16, choices=Source.choices, default=Source.MEASURED)
+    imported_files = models.JSONField(default=list, blank=True, help_text="Each file imported: name, arm, level.")
+
     vllm_versions = ArrayField(
         models.CharField(max_length=64), default=list, blank=True, help_text="vLLM version(s) the runs ran on."
     )
@@ -148,6 +157,10 @@ class Experiment(models.Model):
         """The SLOs that are set, as the pages show them: e.g. "TPOT ≤ 50 ms"."""
         limits = (("TTFT", self.slo_ttft_ms), ("TPOT", self.slo_tpot_ms), ("E2E", self.slo_e2e_ms))
         return [f"{name} ≤ {limit:g} ms" for name, limit in limits if limit is not None]
+
+    @property
+    def is_imported(self) -> bool:
+        return self.source == self.Source.IMPORTED
 
     @property
     def is_active(self) -> bool:

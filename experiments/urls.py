@@ -1,12 +1,13 @@
 from django.urls import path, re_path
 
-from experiments import decision_views, views
+from experiments import decision_views, import_views, views
 
 app_name = "experiments"
 
 urlpatterns = [
     path("", views.experiment_list, name="list"),
     path("experiments/new/", views.experiment_create, name="create"),
+    path("experiments/import/", import_views.experiment_import, name="import"),
     path("compare/", views.experiment_compare, name="compare"),
     path("experiments/<int:pk>/", views.experiment_detail, name="detail"),
     path("experiments/<int:pk>/progress/", views.experiment_progress, name="progress"),

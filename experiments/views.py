@@ -10,6 +10,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from experiments import (
+    bench_files,
     comparison,
     decision_selectors,
     exports,
@@ -186,6 +187,7 @@ def experiment_detail(request, pk: int):
         "comment_form": CommentForm(),
         "cited_by": decision_selectors.decisions_citing(experiment_ids=[experiment.pk])[experiment.pk],
         "can_cancel": request.user == experiment.owner or request.user.is_staff,
+        "import_lacks": bench_files.WHAT_AN_IMPORT_LACKS if experiment.is_imported else (),
         **_progress_context(experiment),
     }
     return render(request, "experiments/detail.html", context)

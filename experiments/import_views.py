@@ -1,0 +1,23 @@
+"""The page that imports `vllm bench serve` result files as a read-only experiment."""
+
+from django.contrib import messages
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods
+
+from experiments import bench_files, imports
+from experiments.import_forms import BenchImportForm
+
+
+@require_http_methods(["GET", "POST"])
+def experiment_import(request):
+    form = BenchImportForm(request.POST or None, request.FILES or None)
+    if request.method == "POST" and form.is_valid():
+        experiment = imports.experiment_import(
+            owner=request.user, name=form.cleaned_data["name"], files=form.cleaned_data["files"]
+        )
+        messages.success(
+            request, f"Imported {len(form.cleaned_data['files'])} result files as experiment #{experiment.pk}."
+        )
+        return redirect("experiments:detail", pk=experiment.pk)
+    context = {"form": form, "lacks": bench_files.WHAT_AN_IMPORT_LACKS}
+    return render(request, "experiments/import.html", context, status=400 if form.errors else 200)
