@@ -186,11 +186,12 @@ def comment_add(*, experiment: Experiment, author, body: str) -> Comment:
 
 
 def experiments_without_work() -> list[Experiment]:
-    """Running experiments none of whose runs is queued or running any more."""
+    """Running experiments none of whose runs is queued or running any more, and that no
+    live worker process holds (a holder closes its experiment itself; closing it here too
+    would race it)."""
     busy = Run.objects.open()
-    return list(
-        Experiment.objects.filter(status=Experiment.Status.RUNNING).exclude(id__in=busy.values("experiment_id"))
-    )
+    running = Experiment.objects.filter(status=Experiment.Status.RUNNING, lease_owner="")
+    return list(running.exclude(id__in=busy.values("experiment_id")))
 
 
 def run_claim(*, run_id: int, worker_host: str) -> bool:

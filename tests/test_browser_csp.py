@@ -45,3 +45,30 @@ def test_the_pages_work_under_the_policy(browser, live_server):
     finally:
         context.close()
     assert not [text for text in console if "Content Security Policy" in text or "Error" in text], console
+
+
+def test_the_copy_buttons_quote_text_a_spreadsheet_would_run(browser, live_server):
+    user = UserFactory(username="copier")
+    experiment = seed_finished_experiment(owner=user)
+    arm = experiment.arms.get(position=2)
+    arm.label = '=HYPERLINK("http://evil.example","x")'
+    arm.save(update_fields=["label"])
+    context = browser.new_context()
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server.url)
+    page = context.new_page()
+    try:
+        page.goto(f"{live_server.url}/login/")
+        page.fill("#id_username", user.username)
+        page.fill("#id_password", PASSWORD)
+        page.click(".login [type=submit]")
+        page.wait_for_url(f"{live_server.url}/")
+        page.goto(f"{live_server.url}/experiments/{experiment.pk}/")
+        page.click("button[data-copy=table-speedup]")
+        copied = page.evaluate("navigator.clipboard.readText()")
+    finally:
+        context.close()
+
+    cells = [cell for line in copied.splitlines() for cell in line.split("\t")]
+    assert "'" + arm.label in cells
+    assert arm.label not in cells
+    assert any(cell.startswith("-") or cell.replace(".", "").isdigit() for cell in cells)

@@ -3,8 +3,10 @@ submitting while Redis is down, the lease a worker process holds on its experime
 reaper taking work back from a dead process, per-run time limits, and results kept on the
 worker's disk until PostgreSQL answers."""
 
+import json
 import os
 import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from unittest import mock
 
@@ -17,10 +19,19 @@ from kombu.exceptions import OperationalError as BrokerError
 from experiments import dispatch, limits, services
 from experiments.forms import ExperimentForm
 from experiments.models import Experiment, RequestRecord, Run, RunSummary
-from tests.factories import ExperimentFactory, RequestRecordFactory, RunFactory, form_data
-from workers import spool, tasks
+from tests.factories import (
+    ExperimentFactory,
+    RequestRecordFactory,
+    RunFactory,
+    UserFactory,
+    experiment_fields,
+    form_data,
+)
+from tests.test_runner import FakeServer, served  # noqa: F401 (a fixture)
+from workers import runner, spool, tasks
 from workers.loadgen import LoadResult, RequestResult
 from workers.prom import SpecCounters
+from workers.vllm_server import ServerStartError, VllmServer
 
 pytestmark = pytest.mark.django_db
 
@@ -256,3 +267,55 @@ def test_the_database_refuses_a_second_row_for_a_runs_prompt():
 
     with pytest.raises(IntegrityError):
         RequestRecordFactory(run=row.run, prompt_index=row.prompt_index)
+
+
+# ---------------------------------------------------------------- a server that dies under a run
+
+
+def test_a_server_that_dies_under_a_run_is_replaced_and_the_run_measured_again(served, celery_dispatch, monkeypatch):  # noqa: F811
+    experiment = services.experiment_create(
+        owner=UserFactory(), arms=[], **experiment_fields(num_prompts=4, max_tokens=8, concurrency_levels=[1, 4],
+                                                          repetitions=1, warmup_requests=1)
+    )  # fmt: skip
+    first = experiment.runs.in_execution_order(server_per_block=True).first()
+    monkeypatch.setattr(FakeServer, "exit_code", lambda server: 9 if server is served.servers[0] else None)
+
+    runner.experiment_run_all(experiment.id, worker_host="host-1", worker_name="cpu@host-1")
+
+    experiment.refresh_from_db()
+    first.refresh_from_db()
+    assert experiment.status == Experiment.Status.FINISHED
+    assert len(served.servers) == 2
+    assert (first.status, first.attempts) == (Run.Status.SUCCEEDED, 2)
+    assert served.servers[1].run_ids[0] == first.id
+    assert RequestRecord.objects.filter(run=first).count() == 4
+
+
+# ---------------------------------------------------------------- model paths, checked by the worker
+
+
+def test_a_server_that_fails_to_start_says_when_its_model_is_not_on_this_host(tmp_path):
+    draft = json.dumps({"method": "draft_model", "model": str(tmp_path / "no-draft")})
+    args = [sys.executable, "-c", "raise SystemExit(1)", "--model", str(tmp_path / "no-target"),
+            "--speculative-config", draft, "--port", "1"]  # fmt: skip
+
+    server = VllmServer(args, log_path=tmp_path / "server.log", start_timeout_s=30)
+    with pytest.raises(ServerStartError) as caught:
+        server.__enter__()
+
+    assert f"no model at {tmp_path / 'no-target'}, {tmp_path / 'no-draft'} on " in caught.value.message
+
+
+def test_the_reaper_leaves_closing_to_the_live_holder_of_an_experiment(celery_dispatch):
+    held = ExperimentFactory(status=Experiment.Status.RUNNING, lease_owner="host-a:1:cpu@a", lease_at=timezone.now())
+    RunFactory(arm__experiment=held, status=Run.Status.SUCCEEDED)
+
+    tasks.runs_reap_stale()
+
+    held.refresh_from_db()
+    assert held.status == Experiment.Status.RUNNING
+    held.lease_owner = ""
+    held.save(update_fields=["lease_owner"])
+    tasks.runs_reap_stale()
+    held.refresh_from_db()
+    assert held.status == Experiment.Status.FINISHED

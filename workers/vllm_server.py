@@ -89,6 +89,21 @@ def build_server_args(
     return args
 
 
+def model_paths(args: list[str]) -> list[str]:
+    """The model directories a server command names: the target and a draft or head."""
+    paths = [args[args.index("--model") + 1]] if "--model" in args else []
+    if "--speculative-config" in args:
+        config = json.loads(args[args.index("--speculative-config") + 1])
+        paths += [config["model"]] if config.get("model") else []
+    return paths
+
+
+def missing_model_paths(args: list[str]) -> list[str]:
+    """Local model paths (absolute) that hold no model on this host. A model id (allowed by
+    the installation) is left to vLLM."""
+    return [path for path in model_paths(args) if path.startswith("/") and not Path(path, "config.json").is_file()]
+
+
 def free_port(candidates: Iterable[int] | None = None) -> int:
     """A TCP port on 127.0.0.1 that nothing listens on now: the first free candidate, or any."""
     ports = list(candidates) if candidates is not None else [0]
@@ -213,6 +228,10 @@ class VllmServer:
 
     def _fail(self, message: str):
         self.stop()
+        missing = missing_model_paths(self.args)
+        if missing:
+            # Said by the worker, which sees its own disk: the web host may not have the models.
+            message += f"; there is no model at {', '.join(missing)} on {socket.gethostname()} (no config.json)"
         raise ServerStartError(message, self.log_tail())
 
     def stop(self) -> None:
