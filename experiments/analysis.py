@@ -10,7 +10,7 @@ from collections import defaultdict
 
 from django.db import transaction
 
-from experiments import inference, stats, verdicts
+from experiments import breakdowns, inference, stats, verdicts
 from experiments.models import (
     Arm,
     EnvironmentSnapshot,
@@ -397,9 +397,11 @@ def experiment_analyse(*, experiment: Experiment) -> ExperimentAnalysis:
     SpeedupEstimate.objects.bulk_create(_estimate_row(experiment, cell) for cell in cells)
     speculative = [arm for arm in compared if arm.is_speculative]
     fidelity = _fidelity(experiment, runs, baseline, compared)
-    series = _per_request_series(experiment) | {
-        "predicted": _extrapolated_series(experiment, baseline, speculative, cells)
-    }
+    series = (
+        _per_request_series(experiment)
+        | {"predicted": _extrapolated_series(experiment, baseline, speculative, cells)}
+        | breakdowns.breakdown_series(experiment, runs, baseline, compared)
+    )
     labels = {arm.id: arm.label for arm in arms}
     analysis, _ = ExperimentAnalysis.objects.update_or_create(
         experiment=experiment,

@@ -9,7 +9,7 @@ from django import forms
 from django.conf import settings
 
 from experiments import limits, workloads
-from experiments.models import Arm, Experiment
+from experiments.models import Arm, Experiment, UploadedPromptSet
 from experiments.services import REPLICATE_LABEL, ArmSpec, arm_default_label
 
 MAX_CONCURRENCY = 1024
@@ -202,6 +202,12 @@ class ExperimentForm(forms.Form):
         label="Workload",
     )
     prompt_set = forms.ChoiceField(choices=workloads.prompt_set_choices, required=False)
+    uploaded_prompt_set = forms.ModelChoiceField(
+        queryset=UploadedPromptSet.objects.defer("items"),
+        required=False,
+        label="Uploaded prompt set",
+        help_text="A set from the Prompt sets page, at one version.",
+    )
     synthetic_input_len = forms.IntegerField(
         min_value=1, max_value=1_048_576, required=False, label="Input length (tokens)"
     )
@@ -315,6 +321,11 @@ class ExperimentForm(forms.Form):
             self._clean_synthetic(cleaned)
         elif cleaned.get("workload_kind") == Experiment.WorkloadKind.BUILTIN:
             self._clean_builtin(cleaned)
+        elif cleaned.get("workload_kind") == Experiment.WorkloadKind.UPLOADED:
+            self._clean_uploaded(cleaned)
+        if cleaned.get("workload_kind") != Experiment.WorkloadKind.UPLOADED:
+            _drop_errors(self, ["uploaded_prompt_set"])
+            cleaned["uploaded_prompt_set"] = None
         self._check_fits_model_len(cleaned)
         self._check_prompts_per_level(cleaned.get("concurrency_levels"), measured)
         self._check_arrival_span(cleaned.get("request_rate"), measured)
@@ -375,6 +386,25 @@ class ExperimentForm(forms.Form):
             if shortfall:
                 self.add_error("num_prompts", shortfall)
 
+    def _clean_uploaded(self, cleaned):
+        """An uploaded set is named in the experiment as "name vN" with its hash."""
+        _drop_errors(self, ["prompt_set", "synthetic_input_len"])
+        cleaned["synthetic_input_len"] = None
+        prompt_set = cleaned.get("uploaded_prompt_set")
+        if prompt_set is None:
+            if "uploaded_prompt_set" not in self.errors:
+                self.add_error("uploaded_prompt_set", "Choose an uploaded prompt set.")
+            return
+        cleaned["prompt_set"], cleaned["prompt_set_hash"] = str(prompt_set)[:64], prompt_set.sha256
+        warmup, measured = cleaned.get("warmup_requests"), cleaned.get("num_prompts")
+        if warmup is not None and measured is not None and warmup + measured > prompt_set.prompt_count:
+            self.add_error(
+                "num_prompts",
+                f"The prompt set “{prompt_set}” has {prompt_set.prompt_count} prompts, but {warmup} warm-up and "
+                f"{measured} measured requests need {warmup + measured} distinct ones (no prompt is sent twice in a "
+                "run). Lower the prompts per level or the warm-up requests.",
+            )
+
     def _check_prompts_per_level(self, levels: list[int] | None, measured: int | None):
         if not levels or measured is None:
             return
@@ -399,15 +429,21 @@ class ExperimentForm(forms.Form):
                     f"max model length ({max_model_len}).",
                 )
         elif cleaned.get("prompt_set"):
-            prompt_len = workloads.longest_prompt_words(
-                cleaned["prompt_set"], (cleaned.get("warmup_requests") or 0) + (cleaned.get("num_prompts") or 0)
-            )
+            prompt_len = self._longest_prompt_words(cleaned)
             if max_tokens + prompt_len > max_model_len:
                 self.add_error(
                     "max_tokens",
                     f"max_tokens ({max_tokens}) plus the longest prompt used (at least {prompt_len} tokens, one per "
                     f"word) must fit in the max model length ({max_model_len}).",
                 )
+
+    @staticmethod
+    def _longest_prompt_words(cleaned) -> int:
+        count = (cleaned.get("warmup_requests") or 0) + (cleaned.get("num_prompts") or 0)
+        uploaded = cleaned.get("uploaded_prompt_set")
+        if uploaded is not None:
+            return max((len(prompt.split()) for prompt in uploaded.prompts()[:count]), default=0)
+        return workloads.longest_prompt_words(cleaned["prompt_set"], count)
 
     def experiment_fields(self) -> dict:
         """Keyword arguments for services.experiment_create (model fields of Experiment)."""

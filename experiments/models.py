@@ -28,6 +28,7 @@ class Experiment(models.Model):
 
     class WorkloadKind(models.TextChoices):
         BUILTIN = "builtin", "Built-in prompt set"
+        UPLOADED = "uploaded", "Uploaded prompt set"
         SYNTHETIC = "synthetic", "Synthetic prompts (random tokens)"
 
     class OriginKind(models.TextChoices):
@@ -55,6 +56,9 @@ class Experiment(models.Model):
     prompt_set = models.CharField(max_length=64, blank=True)
     prompt_set_hash = models.CharField(max_length=64, blank=True)
     synthetic_input_len = models.PositiveIntegerField(null=True, blank=True)
+    uploaded_prompt_set = models.ForeignKey(
+        "UploadedPromptSet", null=True, blank=True, on_delete=models.PROTECT, related_name="experiments"
+    )
     num_prompts = models.PositiveIntegerField(help_text="Measured requests per concurrency level and repetition.")
     max_tokens = models.PositiveIntegerField(help_text="Output length asked for in each request.")
     ignore_eos = models.BooleanField(default=False)
@@ -175,11 +179,58 @@ class Experiment(models.Model):
         warnings = []
         if self.workload_kind == self.WorkloadKind.SYNTHETIC:
             warnings.append("Synthetic random-word prompts: acceptance on them says little about real traffic.")
+        uploaded = self.uploaded_prompt_set if self.workload_kind == self.WorkloadKind.UPLOADED else None
+        if uploaded is not None and uploaded.has_messages:
+            warnings.append(
+                "Chat messages were sent as their text to the completions endpoint, without the model's chat "
+                "template: acceptance of drafts trained on chat-formatted text (EAGLE, MTP) is understated."
+            )
         if self.ignore_eos:
             warnings.append("ignore_eos is on: outputs run past their natural end, which distorts acceptance.")
         if not self.is_greedy:
             warnings.append(f"Sampling at temperature {self.temperature:g}: not comparable with greedy results.")
         return warnings
+
+
+class UploadedPromptSet(models.Model):
+    """A prompt set a user uploaded (experiments/prompt_uploads.py reads the file): one version
+    of a name, never edited; uploading other content under the name makes the next version."""
+
+    class Format(models.TextChoices):
+        PROMPTS = "prompts", "JSONL of prompts"
+        CHAT = "chat", "JSONL of chat messages"
+        SHAREGPT = "sharegpt", "ShareGPT conversations"
+
+    name = models.SlugField(max_length=48)
+    version = models.PositiveIntegerField()
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    file_name = models.CharField(max_length=255)
+    format = models.CharField(max_length=16, choices=Format.choices)
+    sha256 = models.CharField(max_length=64)
+    size_bytes = models.PositiveIntegerField()
+    items = models.JSONField(help_text='[{"prompt", "category", "messages"?}, ...] in file order.')
+    prompt_count = models.PositiveIntegerField()
+    categories = models.JSONField(default=dict, blank=True, help_text="Prompts per category; {} without categories.")
+    length_histogram = models.JSONField(default=list, help_text="Prompts per length bin in words (lo, hi, count).")
+
+    class Meta:
+        ordering = ["name", "-version"]
+        constraints = [models.UniqueConstraint(fields=["name", "version"], name="prompt_set_version_unique")]
+
+    def __str__(self):
+        return f"{self.name} v{self.version}"
+
+    @property
+    def has_messages(self) -> bool:
+        return self.format == self.Format.CHAT
+
+    def prompts(self) -> list[str]:
+        """The requests' text in file order: what a completions request sends."""
+        return [item["prompt"] for item in self.items]
+
+    def item_categories(self) -> list[str]:
+        return [item["category"] for item in self.items]
 
 
 class Arm(models.Model):

@@ -217,6 +217,13 @@ class Results:
         return [(arm, *bucket) for arm in self.arms for bucket in series.get(str(arm.id), [])]
 
     @property
+    def breakdowns(self) -> list[tuple[str, str, list[dict]]]:
+        """(title, key, groups) of the stored breakdowns by category and input length (experiments/breakdowns.py)."""
+        series = self.analysis.series if self.analysis else {}
+        titles = (("By prompt category", "by_category"), ("By input length", "by_input_length"))
+        return [(title, key, series.get(key, [])) for title, key in titles]
+
+    @property
     def along_output_merged(self) -> int:
         series = self.analysis.series.get("along_output_merged", {}) if self.analysis else {}
         return sum(series.values())

@@ -1,6 +1,6 @@
 from django.urls import path, re_path
 
-from experiments import decision_views, import_views, views
+from experiments import decision_views, import_views, prompt_set_views, views
 
 app_name = "experiments"
 
@@ -8,6 +8,8 @@ urlpatterns = [
     path("", views.experiment_list, name="list"),
     path("experiments/new/", views.experiment_create, name="create"),
     path("experiments/import/", import_views.experiment_import, name="import"),
+    path("prompt-sets/", prompt_set_views.prompt_set_list, name="prompt_sets"),
+    path("prompt-sets/<int:pk>/", prompt_set_views.prompt_set_detail, name="prompt_set"),
     path("compare/", views.experiment_compare, name="compare"),
     path("experiments/<int:pk>/", views.experiment_detail, name="detail"),
     path("experiments/<int:pk>/progress/", views.experiment_progress, name="progress"),

@@ -18,6 +18,7 @@ PROMPT_SETS_DIR = Path(__file__).resolve().parent / "prompt_sets"
 
 # The values of Experiment.WorkloadKind (tests check they agree).
 BUILTIN = "builtin"
+UPLOADED = "uploaded"
 SYNTHETIC = "synthetic"
 
 # Synthetic prompts draw from these words. Strings of random words are nothing like real
@@ -160,8 +161,23 @@ def experiment_prompts(experiment) -> list[str]:
         if shortfall:
             raise ValueError(shortfall)
         return list(get_prompt_set(experiment.prompt_set).prompts[:count])
+    if experiment.workload_kind == UPLOADED:
+        return uploaded_prompts(experiment.uploaded_prompt_set, count)
     if experiment.workload_kind == SYNTHETIC:
         if not experiment.synthetic_input_len:
             raise ValueError("A synthetic workload needs synthetic_input_len.")
         return synthetic_prompts(count=count, input_len=experiment.synthetic_input_len, seed=experiment.seed)
-    raise ValueError(f"Unknown workload kind {experiment.workload_kind!r}; expected {BUILTIN!r} or {SYNTHETIC!r}.")
+    raise ValueError(
+        f"Unknown workload kind {experiment.workload_kind!r}; expected {BUILTIN!r}, {UPLOADED!r} or {SYNTHETIC!r}."
+    )
+
+
+def uploaded_prompts(prompt_set, count: int) -> list[str]:
+    """The first `count` prompts of an uploaded set (a models.UploadedPromptSet), in file order;
+    chat messages are sent as their text. Its index in the file identifies a prompt, as for a
+    built-in set."""
+    if prompt_set is None:
+        raise ValueError("An uploaded workload needs its prompt set.")
+    if count > prompt_set.prompt_count:
+        raise ValueError(f"The prompt set {prompt_set} has {prompt_set.prompt_count} prompts; a run needs {count}.")
+    return prompt_set.prompts()[:count]

@@ -109,7 +109,7 @@ def test_synthetic_prompts_reject_a_zero_length():
 
 
 def test_workload_kinds_match_the_model():
-    assert {workloads.BUILTIN, workloads.SYNTHETIC} == set(Experiment.WorkloadKind.values)
+    assert {workloads.BUILTIN, workloads.UPLOADED, workloads.SYNTHETIC} == set(Experiment.WorkloadKind.values)
 
 
 def test_builtin_experiment_takes_prompts_in_order():

@@ -10,6 +10,7 @@ would submit it.
 from dataclasses import dataclass
 
 from django import forms
+from django.db import models
 
 from experiments import prefill
 from experiments.forms import ARM_FORMSET_PREFIX, ArmForm, ArmFormSet, ExperimentForm
@@ -128,10 +129,17 @@ def submission_from_spec(spec) -> Submission:
     return Submission(fields=form.experiment_fields(), arms=arms.arm_specs())
 
 
+def _json_value(value):
+    """A form value as the spec gives it: a row by its id (an uploaded prompt set), "" as null."""
+    if isinstance(value, models.Model):
+        return value.pk
+    return None if value == "" else value
+
+
 def spec_from_experiment(experiment: Experiment) -> dict:
     """The experiment's protocol as a spec: what submitting it again would take."""
     spec = {
-        name: value if value != "" else None
+        name: _json_value(value)
         for name, value in prefill.experiment_data(experiment).items()
         if name != "concurrency_levels"
     }

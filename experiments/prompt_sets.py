@@ -1,0 +1,42 @@
+"""Uploaded prompt sets: storing a version (the one write) and what the pages and the
+experiment form read. Files are read and checked by experiments/prompt_uploads.py."""
+
+from django.db import transaction
+from django.db.models import QuerySet
+
+from experiments.models import UploadedPromptSet
+from experiments.prompt_uploads import PromptFile
+
+
+@transaction.atomic
+def prompt_set_upload(*, owner, name: str, file_name: str, size_bytes: int, parsed: PromptFile) -> UploadedPromptSet:
+    """Store the file as the next version of `name`; the latest version itself when its content
+    is the same (same hash), so that uploading a file twice makes no second version."""
+    versions = UploadedPromptSet.objects.select_for_update().filter(name=name)
+    latest = versions.order_by("-version").first()
+    if latest is not None and latest.sha256 == parsed.sha256:
+        return latest
+    return UploadedPromptSet.objects.create(
+        name=name,
+        version=(latest.version + 1) if latest else 1,
+        owner=owner,
+        file_name=file_name[:255],
+        format=parsed.format,
+        sha256=parsed.sha256,
+        size_bytes=size_bytes,
+        items=[item.as_json() for item in parsed.items],
+        prompt_count=len(parsed.items),
+        categories=parsed.categories,
+        length_histogram=parsed.length_histogram(),
+    )
+
+
+def prompt_sets_latest() -> QuerySet[UploadedPromptSet]:
+    """The newest version of every name, by name (PostgreSQL's DISTINCT ON)."""
+    return (
+        UploadedPromptSet.objects.order_by("name", "-version").distinct("name").defer("items").select_related("owner")
+    )
+
+
+def prompt_set_versions(*, name: str) -> QuerySet[UploadedPromptSet]:
+    return UploadedPromptSet.objects.filter(name=name).defer("items").select_related("owner").order_by("-version")
