@@ -189,7 +189,10 @@ class Stack:
 
 
 def django_setup(stack: Stack) -> None:
+    """This process's ORM on the stack's database, with the stack's code: Celery puts the
+    working directory on sys.path, so that is the exported source too."""
     os.environ.update(stack.env)
+    os.chdir(stack.src)
     sys.path.insert(0, str(stack.src))
     import django
 
@@ -563,6 +566,7 @@ def main() -> int:
     parser.add_argument("--only", nargs="*", choices=list(SCENARIOS), help="scenarios to play (default: all)")
     parser.add_argument("--markdown", type=Path, help="also write the table to this file")
     options = parser.parse_args()
+    markdown = options.markdown.resolve() if options.markdown else None
     if not (MODELS / "target" / "config.json").exists():
         sys.exit("the demo models are missing: ./dev manage build_demo_models")
     # `timeout` and CI stop it with SIGTERM: unwind, so that the stack is stopped.
@@ -589,13 +593,14 @@ def main() -> int:
                 try:
                     rows.append(SCENARIOS[name](stack, owner))
                 except Exception as error:  # a scenario that broke is a row of the table too
-                    rows.append(Row(name, "see the error", f"did not complete: {error}", -1, -1, None))
+                    message = " ".join(str(error).split())[:200]
+                    rows.append(Row(name, "see the error", f"did not complete: {message}", -1, -1, None))
                 print(f"{name}: {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
         finally:
             stack.shutdown()
     print(table(rows))
-    if options.markdown:
-        options.markdown.write_text(table(rows) + "\n")
+    if markdown:
+        markdown.write_text(table(rows) + "\n")
     return 0 if all(r.lost == 0 and r.duplicated == 0 for r in rows) else 1
 
 
