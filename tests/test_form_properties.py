@@ -1,15 +1,19 @@
-"""Property-based tests of every way input comes in through the pages (hypothesis): whatever
+"""Property-based tests of every way input comes in through the pages and uploads (hypothesis): whatever
 is posted, the answer is a page with a message or a redirect to what was stored, never a
 server error, and a refused submission writes nothing. Markup in stored text stays text."""
 
+import json
+
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
+from django.utils.html import escape
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from experiments.forms import ARM_FORMSET_PREFIX
-from experiments.models import Arm, Comment, Decision, Experiment, Run
+from experiments.models import Arm, Comment, Decision, Experiment, Run, UploadedPromptSet
 from tests.factories import NGRAM_ARM_FORM, ExperimentFactory, UserFactory, form_data
 
 pytestmark = pytest.mark.django_db
@@ -154,3 +158,38 @@ def test_markup_in_a_description_is_shown_as_text(client_as_alice, payload):
 
     assert payload not in page
     assert payload.replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;") in page
+
+
+# A line of an upload: JSON of a prompt or of chat messages, or anything else at all.
+UPLOAD_LINE = st.one_of(
+    st.builds(lambda p, c: json.dumps({"prompt": p, "category": c}), TEXT, st.one_of(st.none(), TEXT)),
+    st.builds(lambda m: json.dumps({"messages": [{"role": "user", "content": m}]}), TEXT),
+    TEXT,
+)
+
+
+@PROPERTY_SETTINGS
+@given(
+    name=st.one_of(st.just("my-set"), TEXT),
+    content=st.one_of(st.lists(UPLOAD_LINE, max_size=12).map("\n".join).map(str.encode), st.binary(max_size=2000)),
+)
+@example(name="my-set", content=b"\xff\xfe not utf-8")
+@example(name="my-set", content=b'{"prompt": "<script>alert(1)</script>"}\n{"prompt": "two"}')
+def test_a_prompt_set_upload_is_stored_whole_or_refused_with_a_message(client_as_alice, name, content):
+    before = UploadedPromptSet.objects.count()
+    upload = SimpleUploadedFile("prompts.jsonl", content, content_type="application/jsonl")
+
+    response = client_as_alice.post(reverse("experiments:prompt_sets"), {"name": name, "file": upload})
+
+    assert response.status_code in (302, 400, 413)
+    if response.status_code == 302:
+        stored = UploadedPromptSet.objects.latest("id")
+        page = client_as_alice.get(response.url).text
+        assert "<script>alert" not in page
+        assert stored.prompt_count == len(stored.items)
+    else:
+        assert UploadedPromptSet.objects.count() == before
+        if response.status_code == 400:
+            errors = [str(e) for field_errors in response.context["form"].errors.values() for e in field_errors]
+            assert errors
+            assert all(escape(error) in response.text for error in errors)
