@@ -140,6 +140,8 @@ def _decode(name: str, data: bytes) -> dict:
         raise BenchFileRefused(
             f"{name}: not valid JSON at line {error.lineno}, column {error.colno}: {error.msg}{ending}."
         ) from None
+    except ValueError as error:  # e.g. an integer of more than 4,300 digits
+        raise BenchFileRefused(f"{name}: not valid JSON: {error}.") from None
     if not isinstance(content, dict):
         raise BenchFileRefused(f"{name}: a result file is a JSON object, not a {type(content).__name__}.")
     return content

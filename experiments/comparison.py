@@ -69,7 +69,7 @@ def protocol_of(experiment: Experiment, snapshots: list[dict]) -> Protocol:
         f"synthetic prompts of {e.synthetic_input_len} words"
         if e.workload_kind == Experiment.WorkloadKind.SYNTHETIC
         else f"prompt set {e.prompt_set}"
-    )
+    ) + (" through the chat endpoint" if e.endpoint == Experiment.Endpoint.CHAT else "")
     return Protocol(
         label=f"#{e.pk} {e.name}", target_model=e.target_model, dtype=e.dtype, max_model_len=e.max_model_len,
         worker_queue=e.worker_queue, requested_vllm_version=e.requested_vllm_version,

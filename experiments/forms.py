@@ -201,6 +201,14 @@ class ExperimentForm(forms.Form):
         widget=forms.RadioSelect,
         label="Workload",
     )
+    endpoint = forms.ChoiceField(
+        choices=Experiment.Endpoint.choices,
+        initial=Experiment.Endpoint.COMPLETIONS,
+        required=False,
+        widget=forms.RadioSelect,
+        help_text="Chat sends each prompt (or an uploaded set's messages) through the model's chat template; "
+        "a model without one gets specdash's plain template.",
+    )
     prompt_set = forms.ChoiceField(choices=workloads.prompt_set_choices, required=False)
     uploaded_prompt_set = forms.ModelChoiceField(
         queryset=UploadedPromptSet.objects.defer("items"),
@@ -282,6 +290,10 @@ class ExperimentForm(forms.Form):
 
     def clean_target_model(self):
         return clean_model_path(self.cleaned_data["target_model"])
+
+    def clean_endpoint(self) -> str:
+        """Nothing chosen (a post from before the choice existed) means completions."""
+        return self.cleaned_data["endpoint"] or Experiment.Endpoint.COMPLETIONS
 
     def clean_top_p(self):
         top_p = self.cleaned_data["top_p"]

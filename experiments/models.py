@@ -35,6 +35,10 @@ class Experiment(models.Model):
         RERUN = "rerun", "Re-run"
         CLONE = "clone", "Clone"
 
+    class Endpoint(models.TextChoices):
+        COMPLETIONS = "completions", "Completions (/v1/completions, raw prompts)"
+        CHAT = "chat", "Chat (/v1/chat/completions, the model's chat template)"
+
     class Source(models.TextChoices):
         MEASURED = "measured", "Measured by specdash"
         IMPORTED = "imported", "Imported vllm bench serve results"
@@ -59,6 +63,7 @@ class Experiment(models.Model):
     uploaded_prompt_set = models.ForeignKey(
         "UploadedPromptSet", null=True, blank=True, on_delete=models.PROTECT, related_name="experiments"
     )
+    endpoint = models.CharField(max_length=16, choices=Endpoint.choices, default=Endpoint.COMPLETIONS)
     num_prompts = models.PositiveIntegerField(help_text="Measured requests per concurrency level and repetition.")
     max_tokens = models.PositiveIntegerField(help_text="Output length asked for in each request.")
     ignore_eos = models.BooleanField(default=False)
@@ -180,7 +185,7 @@ class Experiment(models.Model):
         if self.workload_kind == self.WorkloadKind.SYNTHETIC:
             warnings.append("Synthetic random-word prompts: acceptance on them says little about real traffic.")
         uploaded = self.uploaded_prompt_set if self.workload_kind == self.WorkloadKind.UPLOADED else None
-        if uploaded is not None and uploaded.has_messages:
+        if uploaded is not None and uploaded.has_messages and self.endpoint == self.Endpoint.COMPLETIONS:
             warnings.append(
                 "Chat messages were sent as their text to the completions endpoint, without the model's chat "
                 "template: acceptance of drafts trained on chat-formatted text (EAGLE, MTP) is understated."

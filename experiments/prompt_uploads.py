@@ -94,6 +94,8 @@ def _load(where: str, text: str):
         return json.loads(text, parse_constant=_refuse_constant)
     except json.JSONDecodeError as error:
         raise PromptFileRefused(f"{where}: not valid JSON ({error.msg}, column {error.colno}).") from None
+    except ValueError as error:  # e.g. an integer of more than 4,300 digits
+        raise PromptFileRefused(f"{where}: not valid JSON ({error}).") from None
 
 
 def _refuse_constant(constant: str):

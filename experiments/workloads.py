@@ -16,6 +16,8 @@ from pathlib import Path
 
 PROMPT_SETS_DIR = Path(__file__).resolve().parent / "prompt_sets"
 
+# The value of Experiment.Endpoint.CHAT.
+CHAT = "chat"
 # The values of Experiment.WorkloadKind (tests check they agree).
 BUILTIN = "builtin"
 UPLOADED = "uploaded"
@@ -181,3 +183,16 @@ def uploaded_prompts(prompt_set, count: int) -> list[str]:
     if count > prompt_set.prompt_count:
         raise ValueError(f"The prompt set {prompt_set} has {prompt_set.prompt_count} prompts; a run needs {count}.")
     return prompt_set.prompts()[:count]
+
+
+def experiment_requests(experiment) -> list:
+    """What each request of a run sends, in experiment_prompts' order: the prompt text on the
+    completions endpoint; on the chat endpoint a list of messages, an uploaded set's own or
+    the prompt as one user message."""
+    prompts = experiment_prompts(experiment)
+    if experiment.endpoint != CHAT:
+        return prompts
+    uploaded = experiment.uploaded_prompt_set if experiment.workload_kind == UPLOADED else None
+    if uploaded is not None and uploaded.has_messages:
+        return [item["messages"] for item in uploaded.items[: len(prompts)]]
+    return [[{"role": "user", "content": prompt}] for prompt in prompts]

@@ -138,6 +138,7 @@ def _bad_cases():
         ("negative", _bytes(content | {"total_output_tokens": -3}), "“total_output_tokens” must be a non-negative"),
         ("boolean", _bytes(content | {"duration": True}), "“duration” must be a non-negative number, not true."),
         ("nan", real.replace(b'"duration": ', b'"duration": NaN, "x": '), "NaN is not a number JSON allows"),
+        ("huge", b'{"completed": ' + b"9" * 5000 + b"}", "huge: not valid JSON: Exceeds the limit (4300 digits)"),
         ("latin1", '{"label": "café"}'.encode("latin-1"), "latin1: not UTF-8 text (byte 0xe9 at 14)."),
         ("list", b"[1, 2]", "list: a result file is a JSON object, not a list."),
         ("other", b'{"hello": "world"}', "other: not a vllm bench serve result (missing duration, completed,"),

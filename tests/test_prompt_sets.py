@@ -106,6 +106,7 @@ def test_the_hash_follows_the_content():
         (b'[{"conversations": 5}]', "f.jsonl, entry 1: a ShareGPT entry is an object with a “conversations” list."),
         (b'[{"conversations": [{"from": "gpt", "value": "x"}]}]', "the first human turn must be non-empty"),
         (b"\n\n", "f.jsonl: no prompts."),
+        (b'{"prompt": "a", "n": ' + b"9" * 5000 + b"}", "f.jsonl, line 1: not valid JSON (Exceeds the limit"),
         (b'[{"conversations": [', "f.jsonl: not valid JSON"),
     ],
 )

@@ -1,4 +1,7 @@
-"""Streaming load generator for vLLM's OpenAI-compatible /v1/completions endpoint.
+"""Streaming load generator for vLLM's OpenAI-compatible /v1/completions and
+/v1/chat/completions endpoints: a prompt given as text goes to the first, a prompt given as
+chat messages to the second, measured the same way (chat chunks carry `token_ids` beside
+their `delta`, and the last event the usage and the speculative metrics alike).
 
 Each request streams (`stream: true`) and asks for:
 - `return_token_ids: true`, so that every chunk names the token ids it carries. Under
@@ -32,6 +35,10 @@ from experiments import stats
 from workers.prom import SpecCounters, diff, parse_spec_counters
 
 ProgressCallback = Callable[[int, int], None]
+# A request's input: the text of a completion, or the messages of a chat.
+Prompt = str | list[dict]
+COMPLETIONS_PATH = "/v1/completions"
+CHAT_PATH = "/v1/chat/completions"
 
 
 @dataclass
@@ -78,11 +85,11 @@ def poisson_offsets(count: int, rate: float | None, seed: int) -> list[float]:
 
 
 def request_body(
-    *, model: str, prompt: str, max_tokens: int, temperature: float, top_p: float, seed: int, ignore_eos: bool
+    *, model: str, prompt: Prompt, max_tokens: int, temperature: float, top_p: float, seed: int, ignore_eos: bool
 ) -> dict:
     return {
         "model": model,
-        "prompt": prompt,
+        **({"messages": prompt} if isinstance(prompt, list) else {"prompt": prompt}),
         "max_tokens": max_tokens,
         "temperature": temperature,
         "top_p": top_p,
@@ -241,7 +248,7 @@ async def run_load(
     *,
     base_url: str,
     model: str,
-    prompts: list[str],
+    prompts: list[Prompt],
     max_tokens: int,
     temperature: float,
     top_p: float,
@@ -276,7 +283,7 @@ async def run_load(
         for index, prompt in enumerate(prompts)
     }  # fmt: skip
     base_url = base_url.rstrip("/")
-    url = f"{base_url}/v1/completions"
+    url = base_url + (CHAT_PATH if isinstance(prompts[0], list) else COMPLETIONS_PATH)
     semaphore = asyncio.Semaphore(concurrency)
     connector = aiohttp.TCPConnector(limit=concurrency)
     async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=timeout_s)) as session:

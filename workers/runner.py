@@ -21,11 +21,12 @@ from django.db import DatabaseError, connection
 
 from experiments import dispatch, limits, services
 from experiments.models import Arm, Experiment, IllegalTransition, Run
-from experiments.workloads import experiment_prompts
+from experiments.workloads import experiment_requests
 from workers import affinity, spool
+from workers.chat_template import chat_template_for
 from workers.envinfo import capture_environment
 from workers.liveness import LeaseBeat
-from workers.loadgen import LoadResult, run_load_sync
+from workers.loadgen import LoadResult, Prompt, run_load_sync
 from workers.prom import SpecCounters
 from workers.vllm_server import ServerStartError, VllmServer, build_server_args, cuda_visible, free_port
 
@@ -92,7 +93,7 @@ class Execution:
     """What every run of one experiment on this worker shares."""
 
     experiment: Experiment
-    prompts: list[str]
+    prompts: list[Prompt]  # text, or chat messages (workloads.experiment_requests)
     worker_host: str
     worker_name: str
     binding: affinity.CpuBinding | None
@@ -158,6 +159,9 @@ def arm_server_args(experiment: Experiment, arm: Arm, port: int) -> list[str]:
         max_model_len=experiment.max_model_len,
         seed=experiment.seed,
         speculative_config=arm.speculative_config(),
+        chat_template=chat_template_for(experiment.target_model)
+        if experiment.endpoint == Experiment.Endpoint.CHAT
+        else None,
     )
 
 
@@ -318,11 +322,11 @@ def session_attempt(execution: Execution, session: Session) -> None:
         runs_fail(session.runs, error, execution.worker_host)
 
 
-def experiment_prompts_or_fail(experiment: Experiment, worker_host: str) -> list[str] | None:
+def experiment_prompts_or_fail(experiment: Experiment, worker_host: str) -> list[Prompt] | None:
     """The prompts of every run, or None after failing the queued runs when there are none
     (e.g. the prompt set changed since the experiment was created)."""
     try:
-        return experiment_prompts(experiment)
+        return experiment_requests(experiment)
     except ValueError as exc:
         runs_fail(list(experiment.runs.filter(status=Run.Status.QUEUED)), f"No prompts: {exc}", worker_host)
         return None

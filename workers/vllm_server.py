@@ -59,13 +59,14 @@ def build_server_args(
     served_model_name: str = "target",
     prefix_caching: bool = False,
     enforce_eager: bool | None = None,
+    chat_template: str | None = None,
 ) -> list[str]:
     """The argument list that starts the server; `speculative_config=None` is the baseline.
 
     Prefix caching is off by default: the same prompts are replayed at every concurrency
     level and repetition on one server, and cache hits would make later runs look faster
     than earlier ones. `enforce_eager=None` means "only when no GPU is visible" (CUDA graphs
-    do not exist on CPU).
+    do not exist on CPU). `chat_template`: a file for --chat-template (workers/chat_template.py).
     """
     args = [
         python, "-m", SERVER_MODULE,
@@ -86,6 +87,8 @@ def build_server_args(
             "--speculative-config", json.dumps(speculative_config, sort_keys=True),
             "--per-request-spec-decode-metrics", "detailed",
         ]  # fmt: skip
+    if chat_template is not None:
+        args += ["--chat-template", chat_template]
     return args
 
 

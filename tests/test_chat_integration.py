@@ -1,0 +1,73 @@
+"""The chat endpoint through the real parts: a JSONL set of chat messages with categories,
+uploaded and run through /v1/chat/completions on the demo target (which gets specdash's plain
+chat template), measured like completions, with per-request speculative metrics."""
+
+import json
+
+import pytest
+from django.conf import settings
+from django.test import Client
+from django.urls import reverse
+from rest_framework.authtoken.models import Token
+
+from experiments.models import EnvironmentSnapshot, Experiment, RequestRecord
+from experiments.prompt_sets import prompt_set_upload
+from experiments.prompt_uploads import prompt_file_read
+from experiments.tokens import unpack_token_ids
+from experiments.workloads import get_prompt_set
+from tests.worker_fixtures import wait_for_experiment
+from workers.chat_template import PLAIN_TEMPLATE
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+TARGET = settings.SPECDASH_MODELS_DIR / "target"
+
+
+def _chat_set(user):
+    lines = [
+        json.dumps(
+            {
+                "messages": [{"role": "system", "content": "Edit the code."}, {"role": "user", "content": prompt}],
+                "category": "even" if index % 2 == 0 else "odd",
+            }
+        )
+        for index, prompt in enumerate(get_prompt_set("code_edit").prompts[:6])
+    ]
+    data = "\n".join(lines).encode()
+    return prompt_set_upload(
+        owner=user, name="chat-edits", file_name="edits.jsonl", size_bytes=len(data), parsed=prompt_file_read("e", data)
+    )
+
+
+@pytest.mark.skipif(not (TARGET / "config.json").exists(), reason="demo models not built (./dev test builds them)")
+def test_a_chat_set_runs_through_the_chat_endpoint(celery_worker_process, user):
+    prompt_set = _chat_set(user)
+    api = Client(headers={"Authorization": f"Token {Token.objects.create(user=user).key}"})
+    spec = {
+        "name": "chat on vllm", "dtype": "float32", "workload_kind": "uploaded", "endpoint": "chat",
+        "uploaded_prompt_set": prompt_set.pk, "num_prompts": 4, "warmup_requests": 1, "max_tokens": 16,
+        "concurrency_levels": [1], "repetitions": 1, "temperature": 0,
+        "arms": [{"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 2, "prompt_lookup_max": 3}],
+    }  # fmt: skip
+
+    response = api.post(reverse("api:experiments"), spec, content_type="application/json")
+
+    assert response.status_code == 201, response.content
+    experiment = wait_for_experiment(response.json()["id"], timeout_s=900)
+    assert experiment.status == Experiment.Status.FINISHED
+    for command in EnvironmentSnapshot.objects.filter(run__experiment=experiment).values_list(
+        "server_command", flat=True
+    ):
+        assert command[command.index("--chat-template") + 1] == str(PLAIN_TEMPLATE)
+    rows = list(RequestRecord.objects.filter(run__experiment=experiment).select_related("run__arm"))
+    assert len(rows) == 2 * 4
+    for row in rows:
+        assert row.error == ""
+        assert row.output_tokens > 0
+        assert row.input_tokens > 0
+        assert len(unpack_token_ids(row.output_token_ids)) == row.output_tokens == sum(row.chunk_tokens)
+    speculative = [row for row in rows if row.run.arm.is_speculative]
+    # Per-request speculative metrics arrive on the chat stream's last event, as on completions.
+    assert any(row.spec_proposed_per_step for row in speculative)
+    groups = experiment.analysis.series["by_category"]
+    assert [(group["group"], group["prompts"]) for group in groups] == [("even", 2), ("odd", 2)]
