@@ -66,7 +66,7 @@ def protocol_of(experiment: Experiment, snapshots: list[dict]) -> Protocol:
     """The experiment's settings, and what its runs' environment snapshots recorded."""
     e = experiment
     workload = (
-        f"synthetic prompts of {e.synthetic_input_len} words"
+        f"synthetic prompts of {e.input_lengths or e.synthetic_input_len} words"
         if e.workload_kind == Experiment.WorkloadKind.SYNTHETIC
         else f"prompt set {e.prompt_set}"
     ) + (" through the chat endpoint" if e.endpoint == Experiment.Endpoint.CHAT else "")

@@ -7,8 +7,10 @@ from pathlib import PurePosixPath
 
 from django import forms
 from django.conf import settings
+from django.contrib.auth.models import Group
 
-from experiments import limits, workloads
+from experiments import limits, teams, workloads
+from experiments.input_lengths import parse_length_distribution
 from experiments.models import Arm, Experiment, UploadedPromptSet
 from experiments.services import REPLICATE_LABEL, ArmSpec, arm_default_label
 
@@ -165,7 +167,37 @@ def _positive(value, what: str):
     return value
 
 
-class ExperimentForm(forms.Form):
+class TeamForm(forms.Form):
+    """A form whose row goes to one of `user`'s teams (experiments/teams.py): the one named in
+    `team`, or their only team when it is left empty. A name the user is not a member of is
+    refused like one that does not exist."""
+
+    team = forms.ModelChoiceField(
+        queryset=Group.objects.none(),
+        to_field_name="name",
+        required=False,
+        help_text="Its members see it. Empty: your only team.",
+        error_messages={"invalid_choice": "You are in no team named “%(value)s”."},
+    )
+
+    def __init__(self, *args, user, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.user = user
+        self.fields["team"].queryset = teams.teams_of(user)
+
+    def clean_team(self) -> Group:
+        try:
+            return teams.team_for_write(self.user, self.cleaned_data["team"])
+        except teams.TeamRefused as refused:
+            raise forms.ValidationError(str(refused)) from None
+
+    @property
+    def shows_team(self) -> bool:
+        """The page offers the choice to members of several teams, and shows why a team was refused."""
+        return "team" in self.errors or self.fields["team"].queryset.count() > 1
+
+
+class ExperimentForm(TeamForm):
     """The experiment's own settings; `experiment_fields()` gives the Experiment model fields."""
 
     name = forms.CharField(max_length=200, validators=[reject_markup, reject_controls])
@@ -211,13 +243,19 @@ class ExperimentForm(forms.Form):
     )
     prompt_set = forms.ChoiceField(choices=workloads.prompt_set_choices, required=False)
     uploaded_prompt_set = forms.ModelChoiceField(
-        queryset=UploadedPromptSet.objects.defer("items"),
+        queryset=UploadedPromptSet.objects.none(),
         required=False,
         label="Uploaded prompt set",
         help_text="A set from the Prompt sets page, at one version.",
     )
     synthetic_input_len = forms.IntegerField(
         min_value=1, max_value=1_048_576, required=False, label="Input length (tokens)"
+    )
+    input_lengths = forms.CharField(
+        max_length=200,
+        required=False,
+        label="Input lengths (words)",
+        help_text="Optional, instead of one length: 16-256 (uniform) or 16:3, 128:5, 1024:2 (length:weight).",
     )
     max_tokens = forms.IntegerField(min_value=1, max_value=1_048_576, initial=128, label="Output length (max_tokens)")
     num_prompts = forms.IntegerField(
@@ -283,10 +321,12 @@ class ExperimentForm(forms.Form):
     slo_tpot_ms = forms.FloatField(required=False, label="TPOT SLO (ms)")
     slo_e2e_ms = forms.FloatField(required=False, label="E2E SLO (ms)")
 
-    def __init__(self, *args, speculative_arms: int = MAX_ARMS, **kwargs):
-        """`speculative_arms`: how many the arm formset posts (the most there can be when unknown)."""
-        super().__init__(*args, **kwargs)
+    def __init__(self, *args, user, speculative_arms: int = MAX_ARMS, **kwargs):
+        """`user`: who submits it, whose teams and prompt sets it may use. `speculative_arms`:
+        how many the arm formset posts (the most there can be when unknown)."""
+        super().__init__(*args, user=user, **kwargs)
         self.speculative_arms = speculative_arms
+        self.fields["uploaded_prompt_set"].queryset = UploadedPromptSet.objects.visible_to(user).defer("items")
 
     def clean_target_model(self):
         return clean_model_path(self.cleaned_data["target_model"])
@@ -294,6 +334,15 @@ class ExperimentForm(forms.Form):
     def clean_endpoint(self) -> str:
         """Nothing chosen (a post from before the choice existed) means completions."""
         return self.cleaned_data["endpoint"] or Experiment.Endpoint.COMPLETIONS
+
+    def clean_input_lengths(self) -> str:
+        text = self.cleaned_data["input_lengths"].strip()
+        if text:
+            try:
+                parse_length_distribution(text)
+            except ValueError as error:
+                raise forms.ValidationError(str(error)) from None
+        return text
 
     def clean_top_p(self):
         top_p = self.cleaned_data["top_p"]
@@ -338,6 +387,9 @@ class ExperimentForm(forms.Form):
         if cleaned.get("workload_kind") != Experiment.WorkloadKind.UPLOADED:
             _drop_errors(self, ["uploaded_prompt_set"])
             cleaned["uploaded_prompt_set"] = None
+        if cleaned.get("workload_kind") != Experiment.WorkloadKind.SYNTHETIC:
+            _drop_errors(self, ["input_lengths"])
+            cleaned["input_lengths"] = ""
         self._check_fits_model_len(cleaned)
         self._check_prompts_per_level(cleaned.get("concurrency_levels"), measured)
         self._check_arrival_span(cleaned.get("request_rate"), measured)
@@ -374,16 +426,28 @@ class ExperimentForm(forms.Form):
         _drop_errors(self, ["prompt_set"])
         cleaned["prompt_set"] = ""
         cleaned["prompt_set_hash"] = ""
+        shortest = self._distribution_bounds(cleaned)
         input_len = cleaned.get("synthetic_input_len")
         if input_len is None and "synthetic_input_len" not in self.errors:
             self.add_error("synthetic_input_len", "Synthetic prompts need an input length.")
         count = (cleaned.get("warmup_requests") or 0) + (cleaned.get("num_prompts") or 0)
-        if input_len is not None and count > workloads.synthetic_capacity(input_len):
+        shortest = shortest or input_len
+        if shortest is not None and count > workloads.synthetic_capacity(shortest):
             self.add_error(
-                "synthetic_input_len",
-                f"Only {workloads.synthetic_capacity(input_len)} distinct prompts of {input_len} word(s) exist; "
+                "input_lengths" if cleaned.get("input_lengths") else "synthetic_input_len",
+                f"Only {workloads.synthetic_capacity(shortest)} distinct prompts of {shortest} word(s) exist; "
                 f"the warm-up and measured requests need {count}.",
             )
+
+    def _distribution_bounds(self, cleaned) -> int | None:
+        """With a distribution, the input length recorded (and checked against the model length)
+        is its longest; returns its shortest, which bounds how many distinct prompts exist."""
+        if not cleaned.get("input_lengths"):
+            return None
+        distribution = parse_length_distribution(cleaned["input_lengths"])
+        _drop_errors(self, ["synthetic_input_len"])
+        cleaned["synthetic_input_len"] = distribution.longest
+        return distribution.shortest
 
     def _clean_builtin(self, cleaned):
         _drop_errors(self, ["synthetic_input_len"])
@@ -406,6 +470,14 @@ class ExperimentForm(forms.Form):
         if prompt_set is None:
             if "uploaded_prompt_set" not in self.errors:
                 self.add_error("uploaded_prompt_set", "Choose an uploaded prompt set.")
+            return
+        team = cleaned.get("team")
+        if team is not None and prompt_set.team_id != team.pk:
+            self.add_error(
+                "uploaded_prompt_set",
+                f"The prompt set “{prompt_set}” belongs to the team “{prompt_set.team.name}”, the experiment to "
+                f"“{team.name}”: upload it to that team too.",
+            )
             return
         cleaned["prompt_set"], cleaned["prompt_set_hash"] = str(prompt_set)[:64], prompt_set.sha256
         warmup, measured = cleaned.get("warmup_requests"), cleaned.get("num_prompts")

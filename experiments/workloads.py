@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from experiments.input_lengths import parse_length_distribution
+
 PROMPT_SETS_DIR = Path(__file__).resolve().parent / "prompt_sets"
 
 # The value of Experiment.Endpoint.CHAT.
@@ -104,6 +106,20 @@ def synthetic_capacity(input_len: int) -> int:
     return min(len(SYNTHETIC_VOCABULARY) ** min(input_len, 4), SYNTHETIC_CAPACITY_CAP)
 
 
+def synthetic_prompts_of_lengths(*, lengths: list[int], seed: int) -> list[str]:
+    """One distinct synthetic prompt per entry of `lengths` (in words), in that order; drawn
+    as synthetic_prompts draws them, so a fixed length gives the same prompts as it does."""
+    if len(set(lengths)) == 1:
+        return synthetic_prompts(count=len(lengths), input_len=lengths[0], seed=seed)
+    rng = random.Random(seed)
+    prompts: dict[str, None] = {}
+    for length in lengths:
+        size = len(prompts)
+        while len(prompts) == size:
+            prompts.setdefault(" ".join(rng.choices(SYNTHETIC_VOCABULARY, k=length)))
+    return list(prompts)
+
+
 def synthetic_prompts(*, count: int, input_len: int, seed: int) -> list[str]:
     """`count` distinct prompts of `input_len` words drawn at random from a fixed vocabulary.
 
@@ -166,6 +182,9 @@ def experiment_prompts(experiment) -> list[str]:
     if experiment.workload_kind == UPLOADED:
         return uploaded_prompts(experiment.uploaded_prompt_set, count)
     if experiment.workload_kind == SYNTHETIC:
+        if experiment.input_lengths:
+            lengths = parse_length_distribution(experiment.input_lengths).draw(count, experiment.seed)
+            return synthetic_prompts_of_lengths(lengths=lengths, seed=experiment.seed)
         if not experiment.synthetic_input_len:
             raise ValueError("A synthetic workload needs synthetic_input_len.")
         return synthetic_prompts(count=count, input_len=experiment.synthetic_input_len, seed=experiment.seed)

@@ -6,16 +6,13 @@ import json
 
 import pytest
 from django.conf import settings
-from django.test import Client
-from django.urls import reverse
-from rest_framework.authtoken.models import Token
 
 from experiments.models import EnvironmentSnapshot, Experiment, RequestRecord
 from experiments.prompt_sets import prompt_set_upload
 from experiments.prompt_uploads import prompt_file_read
 from experiments.tokens import unpack_token_ids
 from experiments.workloads import get_prompt_set
-from tests.worker_fixtures import wait_for_experiment
+from tests.api_helpers import run_through_api
 from workers.chat_template import PLAIN_TEMPLATE
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -42,18 +39,11 @@ def _chat_set(user):
 @pytest.mark.skipif(not (TARGET / "config.json").exists(), reason="demo models not built (./dev test builds them)")
 def test_a_chat_set_runs_through_the_chat_endpoint(celery_worker_process, user):
     prompt_set = _chat_set(user)
-    api = Client(headers={"Authorization": f"Token {Token.objects.create(user=user).key}"})
-    spec = {
-        "name": "chat on vllm", "dtype": "float32", "workload_kind": "uploaded", "endpoint": "chat",
-        "uploaded_prompt_set": prompt_set.pk, "num_prompts": 4, "warmup_requests": 1, "max_tokens": 16,
-        "concurrency_levels": [1], "repetitions": 1, "temperature": 0,
-        "arms": [{"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 2, "prompt_lookup_max": 3}],
-    }  # fmt: skip
+    experiment = run_through_api(
+        user, name="chat on vllm", workload_kind="uploaded", endpoint="chat", uploaded_prompt_set=prompt_set.pk,
+        num_prompts=4,
+    )  # fmt: skip
 
-    response = api.post(reverse("api:experiments"), spec, content_type="application/json")
-
-    assert response.status_code == 201, response.content
-    experiment = wait_for_experiment(response.json()["id"], timeout_s=900)
     assert experiment.status == Experiment.Status.FINISHED
     for command in EnvironmentSnapshot.objects.filter(run__experiment=experiment).values_list(
         "server_command", flat=True

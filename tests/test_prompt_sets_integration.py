@@ -5,15 +5,13 @@ import json
 
 import pytest
 from django.conf import settings
-from django.test import Client
 from django.urls import reverse
-from rest_framework.authtoken.models import Token
 
 from experiments.models import Experiment, RequestRecord
 from experiments.prompt_sets import prompt_set_upload
 from experiments.prompt_uploads import prompt_file_read
 from experiments.workloads import get_prompt_set
-from tests.worker_fixtures import wait_for_experiment
+from tests.api_helpers import run_through_api, token_client
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -30,18 +28,10 @@ def test_an_uploaded_set_runs_and_is_broken_down_by_category(celery_worker_proce
     prompt_set = prompt_set_upload(
         owner=user, name="edits", file_name="edits.jsonl", size_bytes=len(data), parsed=prompt_file_read("e", data)
     )
-    api = Client(headers={"Authorization": f"Token {Token.objects.create(user=user).key}"})
-    spec = {
-        "name": "uploaded on vllm", "dtype": "float32", "workload_kind": "uploaded",
-        "uploaded_prompt_set": prompt_set.pk, "num_prompts": 6, "warmup_requests": 1, "max_tokens": 16,
-        "concurrency_levels": [1], "repetitions": 1, "temperature": 0,
-        "arms": [{"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 2, "prompt_lookup_max": 3}],
-    }  # fmt: skip
+    experiment = run_through_api(
+        user, name="uploaded on vllm", workload_kind="uploaded", uploaded_prompt_set=prompt_set.pk, num_prompts=6
+    )
 
-    response = api.post(reverse("api:experiments"), spec, content_type="application/json")
-
-    assert response.status_code == 201, response.content
-    experiment = wait_for_experiment(response.json()["id"], timeout_s=900)
     assert experiment.status == Experiment.Status.FINISHED
     assert experiment.prompt_set_hash == prompt_set.sha256
     rows = RequestRecord.objects.filter(run__experiment=experiment)
@@ -50,7 +40,5 @@ def test_an_uploaded_set_runs_and_is_broken_down_by_category(celery_worker_proce
     # Prompts 1-6 of the set: 2 and 4 are short (19 words), the others long.
     assert [(group["group"], group["prompts"]) for group in groups] == [("long", 4), ("short", 2)]
     assert all(group["acceptance"] and group["cells"][0]["outcome"] == "too few blocks" for group in groups)
-    assert (
-        api.get(reverse("api:experiment-results", args=[experiment.pk])).json()["series"].get("by_category", [])
-        == groups
-    )
+    results = token_client(user).get(reverse("api:experiment-results", args=[experiment.pk])).json()
+    assert results["series"]["by_category"] == groups
