@@ -424,4 +424,6 @@ def test_unit_pins_one_gpu_per_instance_and_points_at_real_paths():
     (documentation,) = unit_values("Unit", "Documentation")
     assert in_checkout(documentation.removeprefix("file://")).is_file()
     assert unit_values("Service", "Restart") == ["always"]
+    # SIGTERM to celery alone: the run in progress keeps its vLLM server until the timeout.
+    assert unit_values("Service", "KillMode") == ["mixed"]
     assert unit_values("Install", "WantedBy") == ["multi-user.target"]
