@@ -24,9 +24,7 @@ def test_a_two_length_workload_is_broken_down_by_input_length(celery_worker_proc
     assert experiment.status == Experiment.Status.FINISHED
     assert experiment.synthetic_input_len == 200
     drawn = parse_length_distribution("6:1, 200:1").draw(experiment.warmup_requests + 6, seed=4)
-    tokens = dict(
-        RequestRecord.objects.filter(run__experiment=experiment).values_list("prompt_index", "input_tokens")
-    )
+    tokens = dict(RequestRecord.objects.filter(run__experiment=experiment).values_list("prompt_index", "input_tokens"))
     assert sorted(tokens) == list(range(1, 7))
     # prompt_index is the prompt's position among all sent, warm-up first.
     # Each word is at least one token: the server counted at least the words sent.
