@@ -20,6 +20,7 @@ import jsonschema
 import pytest
 import yaml
 from django.conf import settings
+from django.core.management import get_commands
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
@@ -258,6 +259,14 @@ def test_compose_web_and_flower_commands_are_real():
         snippet = services[name]["healthcheck"]["test"]
         if snippet[1] == "python":
             compile(snippet[3], f"{name} health check", "exec")
+
+
+def test_manage_py_commands_in_the_files_and_guides_exist():
+    guides = [ROOT / "docs" / "deploy.md", ROOT / "docs" / "gpu-hosts.md"]
+    texts = [*deploy_texts().values(), *(path.read_text() for path in guides)]
+    named = {name for text in texts for name in re.findall(r"manage\.py[ \t\"',]+(\w+)", text)}
+    assert {"migrate", "collectstatic", "createsuperuser", "build_demo_models", "submit_demo"} <= named
+    assert named - set(get_commands()) == set()
 
 
 def test_celery_app_and_wsgi_modules_exist():
