@@ -357,7 +357,9 @@ def test_dockerfile_runs_a_real_command_as_a_plain_user(name):
     commands = instructions(name)
     cmds = [c for c in commands if c.cmd == "CMD"]
     users = [c.value[0] for c in commands if c.cmd == "USER"]
-    assert users[-1] == "specdash"
+    # A numeric user, so that a cluster can check that the container does not run as root.
+    assert users[-1] == "10001:10001"
+    assert "useradd --system --uid 10001 --user-group" in DOCKERFILES[name].read_text()
     for cmd in cmds:
         assert cmd.json, "exec form: no shell between the container and the process"
         argv = list(cmd.value)
