@@ -200,6 +200,15 @@ def test_compose_volumes_keep_the_database_and_the_models():
     assert {"pgdata", "models", "model-cache"} <= set(document["volumes"])
 
 
+def test_web_image_services_keep_the_static_files_collected_at_build_time():
+    # STATIC_ROOT lies under SPECDASH_DATA_DIR: moving it or mounting over it hides the manifest.
+    assert "SPECDASH_DATA_DIR=/var/lib/specdash" in DOCKERFILES["web"].read_text()
+    for name, service in compose_interpolated()["services"].items():
+        if service.get("image") in ("specdash-web", "specdash-flower"):
+            assert "SPECDASH_DATA_DIR" not in service["environment"], name
+            assert not any(":/var/lib/specdash" in volume for volume in service.get("volumes", [])), name
+
+
 def test_compose_variables_are_all_in_env_example():
     referenced = {match["name"] for match in VARIABLE.finditer(COMPOSE.read_text())}
     assert referenced - set(env_example(DEPLOY / ".env.example")) == set()
