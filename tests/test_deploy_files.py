@@ -25,9 +25,7 @@ from django.core.management import get_commands
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
 COMPOSE = DEPLOY / "compose.yaml"
-DOCKERFILES = {
-    name: DEPLOY / f"Dockerfile.{name}" for name in ("web", "worker-cpu", "worker-gpu")
-}  # fmt: skip
+DOCKERFILES = {name: DEPLOY / f"Dockerfile.{name}" for name in ("web", "worker-cpu", "worker-gpu")}
 UNIT = DEPLOY / "systemd" / "specdash-worker@.service"
 # Where the guide installs the checkout; in these tests, this repository stands for it.
 INSTALL_ROOT = "/opt/specdash"
@@ -68,9 +66,10 @@ def interpolate(text: str, values: dict[str, str]) -> str:
     """Compose's interpolation: ${VAR}, ${VAR:-default}, ${VAR:?error}, and $$ for a dollar."""
 
     def replace(match: re.Match) -> str:
-        value = values.get(match["name"], "")
-        if match["op"] in (":-", "-") and not value:
+        value = values.get(match["name"])
+        if (match["op"] == ":-" and not value) or (match["op"] == "-" and value is None):
             return match["arg"]
+        value = value or ""
         assert value or match["op"] not in (":?", "?"), f"{match['name']} is required: {match['arg']}"
         return value
 
@@ -107,10 +106,11 @@ def dockerignore_patterns() -> list[str]:
 
 
 def ignored(path: str) -> bool:
+    """Whether .dockerignore leaves `path`, or a folder above it, out of the build context."""
     parts = Path(path).parts
     prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
-    return any(fnmatch.fnmatch(prefix, pattern.removeprefix("**/")) or fnmatch.fnmatch(prefix, pattern)
-               for pattern in dockerignore_patterns() for prefix in prefixes)  # fmt: skip
+    patterns = [form for pattern in dockerignore_patterns() for form in (pattern, pattern.removeprefix("**/"))]
+    return any(fnmatch.fnmatch(prefix, pattern) for pattern in patterns for prefix in prefixes)
 
 
 def read_unit(path: Path) -> dict[str, list[tuple[str, str]]]:
