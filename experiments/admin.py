@@ -1,8 +1,11 @@
 """Admin: experiments are created through the form (which adds arms, runs and the dispatch),
-and measured results are written only by workers, so almost everything here is read-only."""
+and measured results are written only by workers, so almost everything here is read-only.
+Everyone but a superuser sees the rows of their own teams only, by the pages' rule
+(experiments/teams.py). Teams themselves are the admin's Groups."""
 
 from django.contrib import admin
 
+from experiments import teams
 from experiments.models import (
     Arm,
     Comment,
@@ -19,7 +22,16 @@ from experiments.models import (
 )
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class TeamAdmin(admin.ModelAdmin):
+    """Lists and opens the rows of the user's teams; `team_path` leads from the row to its team."""
+
+    team_path = "team"
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).filter(teams.visible_q(request.user, self.team_path))
+
+
+class ReadOnlyAdmin(TeamAdmin):
     """Measured results, their derivations and the review records: a deleted run or request
     row would change a verdict without a trace, so nothing here is added, changed or deleted
     by hand."""
@@ -46,8 +58,8 @@ class ArmInline(admin.TabularInline):
 
 
 @admin.register(Experiment)
-class ExperimentAdmin(admin.ModelAdmin):
-    list_display = ["id", "name", "status", "target_model", "worker_queue", "owner", "created_at"]
+class ExperimentAdmin(TeamAdmin):
+    list_display = ["id", "name", "status", "target_model", "worker_queue", "owner", "team", "created_at"]
     list_filter = ["status", "worker_queue", "workload_kind"]
     search_fields = ["name", "target_model", "owner__username"]
     list_select_related = ["owner"]
@@ -58,6 +70,7 @@ class ExperimentAdmin(admin.ModelAdmin):
         "name",
         "description",
         "owner",
+        "team",
         "status",
         "created_at",
         "started_at",
@@ -103,6 +116,7 @@ class ExperimentAdmin(admin.ModelAdmin):
 
 @admin.register(Arm)
 class ArmAdmin(ReadOnlyAdmin):
+    team_path = "experiment__team"
     list_display = ["label", "experiment", "position", "method", "num_speculative_tokens"]
     list_filter = ["method"]
     list_select_related = ["experiment"]
@@ -111,6 +125,7 @@ class ArmAdmin(ReadOnlyAdmin):
 
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdmin):
+    team_path = "experiment__team"
     list_display = [
         "id",
         "experiment",
@@ -131,6 +146,7 @@ class RunAdmin(ReadOnlyAdmin):
 
 @admin.register(RunSummary)
 class RunSummaryAdmin(ReadOnlyAdmin):
+    team_path = "run__experiment__team"
     list_display = [
         "run",
         "completed",
@@ -146,6 +162,7 @@ class RunSummaryAdmin(ReadOnlyAdmin):
 
 @admin.register(RequestRecord)
 class RequestRecordAdmin(ReadOnlyAdmin):
+    team_path = "run__experiment__team"
     list_display = ["id", "run", "prompt_index", "output_tokens", "ttft_ms", "e2e_ms", "finish_reason"]
     list_select_related = ["run__arm"]
     raw_id_fields = ["run"]
@@ -155,6 +172,7 @@ class RequestRecordAdmin(ReadOnlyAdmin):
 
 @admin.register(EnvironmentSnapshot)
 class EnvironmentSnapshotAdmin(ReadOnlyAdmin):
+    team_path = "run__experiment__team"
     list_display = ["run", "host_name", "gpu_name", "vllm_version", "captured_at"]
     list_select_related = ["run__arm"]
     raw_id_fields = ["run"]
@@ -162,6 +180,7 @@ class EnvironmentSnapshotAdmin(ReadOnlyAdmin):
 
 @admin.register(SpeedupEstimate)
 class SpeedupEstimateAdmin(ReadOnlyAdmin):
+    team_path = "experiment__team"
     list_display = ["arm", "experiment", "concurrency", "metric", "point", "ci_low", "ci_high", "note"]
     list_filter = ["metric"]
     list_select_related = ["arm", "experiment"]
@@ -169,6 +188,7 @@ class SpeedupEstimateAdmin(ReadOnlyAdmin):
 
 @admin.register(ExperimentAnalysis)
 class ExperimentAnalysisAdmin(ReadOnlyAdmin):
+    team_path = "experiment__team"
     list_display = ["experiment", "computed_at"]
     list_select_related = ["experiment"]
 
@@ -211,6 +231,7 @@ class DecisionAdmin(ReadOnlyAdmin):
         "max_concurrency",
         "proposed_by",
         "decided_by",
+        "team",
         "flagged_at",
     ]
     list_filter = ["state", "kind", "service"]
@@ -221,6 +242,7 @@ class DecisionAdmin(ReadOnlyAdmin):
 
 @admin.register(DecisionEvent)
 class DecisionEventAdmin(ReadOnlyAdmin):
+    team_path = "decision__team"
     list_display = ["decision", "at", "actor", "action", "version"]
     list_filter = ["action"]
     list_select_related = ["decision", "actor"]
@@ -228,6 +250,7 @@ class DecisionEventAdmin(ReadOnlyAdmin):
 
 @admin.register(Comment)
 class CommentAdmin(ReadOnlyAdmin):
+    team_path = "experiment__team"
     list_display = ["experiment", "author", "created_at"]
     list_select_related = ["experiment", "author"]
     search_fields = ["body", "author__username", "experiment__name"]

@@ -1,5 +1,6 @@
 """What the decision pages read: the current decision of every service with its history,
-one decision with its evidence and events, and who is waiting for whom."""
+one decision with its evidence and events, and who is waiting for whom. Each reads the
+decisions of the user's teams only (experiments/teams.py)."""
 
 from collections import defaultdict
 from dataclasses import dataclass
@@ -11,8 +12,10 @@ from experiments.models import Decision, DecisionEvent, DecisionEvidence
 
 @dataclass(frozen=True)
 class ServiceDecisions:
-    """A service's final decision (if any), the proposals open for it, and the rest, newest first."""
+    """A team's service: its final decision (if any), the proposals open for it, and the rest,
+    newest first."""
 
+    team: str
     service: str
     current: Decision | None
     proposals: list[Decision]
@@ -20,41 +23,46 @@ class ServiceDecisions:
 
 
 def _with_people(decisions: QuerySet[Decision]) -> QuerySet[Decision]:
-    return decisions.select_related("arm", "proposed_by", "decided_by", "flag_experiment", "supersedes")
+    return decisions.select_related("arm", "proposed_by", "decided_by", "flag_experiment", "supersedes", "team")
 
 
-def decisions_by_service() -> list[ServiceDecisions]:
-    """Every service that has a decision, by name: two queries."""
+def decisions_by_service(*, user) -> list[ServiceDecisions]:
+    """Every service that has a decision the user may see, by name then team: two queries."""
     citations = Prefetch("citations", queryset=DecisionEvidence.objects.select_related("experiment"))
+    decisions = _with_people(Decision.objects.visible_to(user).prefetch_related(citations))
     grouped = defaultdict(list)
-    for decision in _with_people(Decision.objects.prefetch_related(citations)).order_by("-proposed_at", "-id"):
-        grouped[decision.service].append(decision)
+    for decision in decisions.order_by("-proposed_at", "-id"):
+        grouped[decision.service, decision.team.name].append(decision)
     return [
         ServiceDecisions(
+            team=team,
             service=service,
             current=next((d for d in decisions if d.state == Decision.State.FINAL), None),
             proposals=[d for d in decisions if d.is_open],
             history=[d for d in decisions if d.state not in (Decision.State.FINAL, Decision.State.PROPOSED)],
         )
-        for service, decisions in sorted(grouped.items())
+        for (service, team), decisions in sorted(grouped.items())
     ]
 
 
-def decision_with_record(*, pk: int) -> Decision:
-    """One decision with its citations (and their experiments) and its events (and who)."""
+def decision_with_record(*, pk: int, user) -> Decision:
+    """One decision the user may see, with its citations (and their experiments) and its
+    events (and who); Decision.DoesNotExist for another team's."""
     citations = Prefetch("citations", queryset=DecisionEvidence.objects.select_related("experiment__owner"))
     events = Prefetch("events", queryset=DecisionEvent.objects.select_related("actor"))
-    return _with_people(Decision.objects.prefetch_related(citations, events)).get(pk=pk)
+    return _with_people(Decision.objects.visible_to(user).prefetch_related(citations, events)).get(pk=pk)
 
 
 def decisions_awaiting(*, user) -> QuerySet[Decision]:
-    """Proposals someone else wrote, which this user may approve."""
-    return _with_people(Decision.objects.filter(state=Decision.State.PROPOSED).exclude(proposed_by=user))
+    """Proposals of the user's teams someone else wrote, which this user may approve."""
+    proposed = Decision.objects.visible_to(user).filter(state=Decision.State.PROPOSED)
+    return _with_people(proposed.exclude(proposed_by=user))
 
 
-def decisions_flagged() -> QuerySet[Decision]:
-    """Final decisions that a newer experiment contradicts, most recently flagged first."""
-    flagged = Decision.objects.filter(state=Decision.State.FINAL, flagged_at__isnull=False)
+def decisions_flagged(*, user) -> QuerySet[Decision]:
+    """Final decisions of the user's teams that a newer experiment contradicts, most recently
+    flagged first."""
+    flagged = Decision.objects.visible_to(user).filter(state=Decision.State.FINAL, flagged_at__isnull=False)
     return _with_people(flagged).order_by("-flagged_at")
 
 

@@ -1,6 +1,8 @@
 """The decision pages: every service's current decision, one decision with its evidence and
 history, proposing, editing, and the second user's approval. Check access → validate →
-call experiments/decisions.py → redirect; nothing changes on a refused request."""
+call experiments/decisions.py → redirect; nothing changes on a refused request. A user
+sees, cites and acts on their teams' decisions and experiments only: another team's
+decision is a 404, another team's experiment is not offered."""
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -14,26 +16,28 @@ from experiments.models import Decision, Experiment, IllegalTransition
 from experiments.review_forms import DecisionActionForm, DecisionForm
 
 
-def _get_decision(pk: int) -> Decision:
+def _get_decision(request, pk: int) -> Decision:
     try:
-        return decision_selectors.decision_with_record(pk=pk)
+        return decision_selectors.decision_with_record(pk=pk, user=request.user)
     except Decision.DoesNotExist:
         raise Http404("No such decision.") from None
 
 
-def _experiments(ids: list[int]) -> list[Experiment]:
-    found = Experiment.objects.prefetch_related("arms").in_bulk(ids)
+def _experiments(request, ids: list[int]) -> list[Experiment]:
+    found = Experiment.objects.visible_to(request.user).prefetch_related("arms").in_bulk(ids)
     return [found[i] for i in ids if i in found]
 
 
 @require_GET
 def decision_list(request):
-    return render(request, "experiments/decision_list.html", {"services": decision_selectors.decisions_by_service()})
+    services = decision_selectors.decisions_by_service(user=request.user)
+    context = {"services": services, "several_teams": len({s.team for s in services}) > 1}
+    return render(request, "experiments/decision_list.html", context)
 
 
 @require_GET
 def decision_detail(request, pk: int):
-    decision = _get_decision(pk)
+    decision = _get_decision(request, pk)
     evidence_ids = [citation.experiment_id for citation in decision.citations.all()]
     context = {"decision": decision, "action_form": DecisionActionForm(initial={"version": decision.version})}
     context["compare_ids"] = evidence_ids if len(evidence_ids) > 1 else []
@@ -42,12 +46,12 @@ def decision_detail(request, pk: int):
 
 def _form_page(request, form: DecisionForm, *, decision: Decision | None = None, replaces: Decision | None = None):
     status = 400 if form.is_bound else 200
-    context = {"form": form, "decision": decision, "replaces": replaces, "services": _known_services()}
+    context = {"form": form, "decision": decision, "replaces": replaces, "services": _known_services(request)}
     return render(request, "experiments/decision_form.html", context, status=status)
 
 
-def _known_services() -> list[str]:
-    return sorted(set(Decision.objects.values_list("service", flat=True)))
+def _known_services(request) -> list[str]:
+    return sorted(set(Decision.objects.visible_to(request.user).values_list("service", flat=True)))
 
 
 def _url_ids(request, name: str) -> list[int]:
@@ -64,10 +68,10 @@ def decision_new(request):
     """A proposal citing the experiments in the URL (?experiments=12&experiments=15), or
     replacing a decision (?replaces=7: its content and evidence to start from)."""
     ids = _url_ids(request, "experiments")
-    replaces = Decision.objects.filter(pk__in=_url_ids(request, "replaces")[:1]).first()
+    replaces = Decision.objects.visible_to(request.user).filter(pk__in=_url_ids(request, "replaces")[:1]).first()
     initial = DecisionForm.initial_from(replaces) if replaces else {"evidence": ids}
     ids = list(dict.fromkeys([*initial["evidence"], *ids]))
-    form = DecisionForm(request.POST or None, experiments=_experiments(ids), initial=initial)
+    form = DecisionForm(request.POST or None, experiments=_experiments(request, ids), initial=initial)
     if request.method == "POST" and form.is_valid():
         decision = decisions.decision_propose(by=request.user, spec=form.spec())
         messages.success(request, f"Decision #{decision.pk} proposed: it becomes final when someone else approves it.")
@@ -77,12 +81,12 @@ def decision_new(request):
 
 @require_http_methods(["GET", "POST"])
 def decision_edit(request, pk: int):
-    decision = _get_decision(pk)
+    decision = _get_decision(request, pk)
     if decision.proposed_by_id != request.user.id or not decision.is_open:
         raise PermissionDenied("Only the author may edit a proposal, and only while it is proposed.")
     initial = DecisionForm.initial_from(decision)
     ids = list(dict.fromkeys([*initial["evidence"], *_url_ids(request, "experiments")]))
-    form = DecisionForm(request.POST or None, experiments=_experiments(ids), initial=initial)
+    form = DecisionForm(request.POST or None, experiments=_experiments(request, ids), initial=initial)
     version = DecisionActionForm(request.POST or None, initial={"version": decision.version})
     if request.method == "POST" and form.is_valid() and version.is_valid():
         try:
@@ -110,7 +114,7 @@ ACTIONS = {
 def decision_act(request, pk: int, action: str):
     """Approve, reject, withdraw, or dismiss a flag. Who may do what is the service's rule
     (a refusal is a 403); a stale version or state is reported and changes nothing."""
-    decision = _get_decision(pk)
+    decision = _get_decision(request, pk)
     service, note_required = ACTIONS[action]
     form = DecisionActionForm(request.POST, note_required=note_required)
     if not form.is_valid():

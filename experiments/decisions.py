@@ -6,7 +6,11 @@ they read; its author may edit or withdraw it until then. Each change is a Decis
 (who, when, what: every changed field before and after). A final decision is never
 edited: the next final decision for its service supersedes it.
 
-Contradiction. A newer experiment is on "the same service and configuration" as a final
+A decision belongs to the team of the experiments it cites: its author must be in that team,
+and every cited experiment must belong to it (a decision citing no experiment goes to the
+author's only team).
+
+Contradiction. A newer experiment of the decision's team is on "the same service and configuration" as a final
 decision when it ran the decision's target model on the same worker queue (the service's
 hardware pool), with the same workload (kind and prompt set) and the same sampling regime
 (greedy or sampled), and has an arm with the decision's --speculative-config exactly; it
@@ -27,7 +31,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from experiments import verdicts
+from experiments import teams, verdicts
 from experiments.models import (
     Arm,
     Decision,
@@ -132,7 +136,7 @@ def _apply(decision: Decision, spec: DecisionSpec) -> None:
 
 
 def _lock(decision: Decision) -> Decision:
-    return Decision.objects.select_for_update(of=("self",)).select_related("arm").get(pk=decision.pk)
+    return Decision.objects.select_for_update(of=("self",)).select_related("arm", "team").get(pk=decision.pk)
 
 
 def _check_open(decision: Decision) -> None:
@@ -155,9 +159,21 @@ def _check_author(decision: Decision, by) -> None:
         raise PermissionDenied("Only the author of a proposal may edit or withdraw it.")
 
 
-def _check_not_author(decision: Decision, by) -> None:
+def _team(by, evidence: list[Experiment], team=None):
+    """The team a decision citing `evidence` belongs to (see the module's docstring)."""
+    cited = {experiment.team_id for experiment in evidence}
+    if len(cited) > 1:
+        raise teams.TeamRefused("A decision cites experiments of one team only.")
+    if team is not None and cited and cited != {team.pk}:
+        raise teams.TeamRefused(f"A decision of the team “{team.name}” cites its experiments only.")
+    return teams.team_for_write(by, team or (evidence[0].team if evidence else None))
+
+
+def _check_reviewer(decision: Decision, by) -> None:
+    """Someone of the decision's team other than its author."""
     if decision.proposed_by_id == by.id:
         raise PermissionDenied("A proposal needs a second person: its author cannot approve or reject it.")
+    teams.team_for_write(by, decision.team)
 
 
 # ---------------------------------------------------------------- services
@@ -165,7 +181,7 @@ def _check_not_author(decision: Decision, by) -> None:
 
 @transaction.atomic
 def decision_propose(*, by, spec: DecisionSpec) -> Decision:
-    decision = Decision(proposed_by=by)
+    decision = Decision(proposed_by=by, team=_team(by, spec.evidence))
     _apply(decision, spec)
     decision.save()
     _cite(decision, spec.evidence)
@@ -181,6 +197,7 @@ def decision_edit(*, decision: Decision, by, version: int, spec: DecisionSpec) -
     _check_author(locked, by)
     _check_open(locked)
     _check_version(locked, version)
+    _team(by, spec.evidence, locked.team)
     before = _describe(locked)
     _apply(locked, spec)
     uncited = _cite(locked, spec.evidence)
@@ -201,10 +218,11 @@ def decision_approve(*, decision: Decision, by, version: int) -> Decision:
     """Make the proposal final: another user than its author, on the version they read.
     The service's current final decision, if any, is superseded by it."""
     locked = _lock(decision)
-    _check_not_author(locked, by)
+    _check_reviewer(locked, by)
     _check_open(locked)
     _check_version(locked, version)
-    current = Decision.objects.select_for_update().filter(service=locked.service, state=Decision.State.FINAL).first()
+    finals = Decision.objects.select_for_update().filter(team=locked.team_id, service=locked.service)
+    current = finals.filter(state=Decision.State.FINAL).first()
     if current is not None:
         current.state = Decision.State.SUPERSEDED
         current.save(update_fields=["state"])
@@ -221,7 +239,7 @@ def decision_approve(*, decision: Decision, by, version: int) -> Decision:
 @transaction.atomic
 def decision_reject(*, decision: Decision, by, note: str) -> None:
     locked = _lock(decision)
-    _check_not_author(locked, by)
+    _check_reviewer(locked, by)
     _check_open(locked)
     locked.state, locked.decided_by, locked.decided_at = Decision.State.REJECTED, by, timezone.now()
     locked.save()
@@ -242,6 +260,7 @@ def decision_withdraw(*, decision: Decision, by, note: str = "") -> None:
 def decision_dismiss_flag(*, decision: Decision, by, note: str) -> None:
     """Keep a flagged final decision after review; the note says why."""
     locked = _lock(decision)
+    teams.team_for_write(by, locked.team)
     if not locked.is_flagged:
         raise IllegalTransition(f"Decision #{locked.pk} is not flagged for review.")
     changes = {"flag": [locked.flag_reason, None]}
@@ -308,6 +327,7 @@ def _newest_evidence(decision: Decision):
 def decisions_flag_contradicted(*, experiment: Experiment) -> list[Decision]:
     """Flag the final, unflagged decisions this newly finished experiment contradicts."""
     candidates = Decision.objects.filter(
+        team=experiment.team_id,
         state=Decision.State.FINAL,
         flagged_at__isnull=True,
         arm__experiment__target_model=experiment.target_model,
@@ -332,6 +352,7 @@ def decision_check_contradictions(*, decision: Decision) -> bool:
     base = decision.arm.experiment
     newer = (
         Experiment.objects.filter(
+            team=decision.team_id,
             status=Experiment.Status.FINISHED,
             target_model=base.target_model,
             worker_queue=base.worker_queue,

@@ -7,8 +7,9 @@ from pathlib import PurePosixPath
 
 from django import forms
 from django.conf import settings
+from django.contrib.auth.models import Group
 
-from experiments import limits, workloads
+from experiments import limits, teams, workloads
 from experiments.input_lengths import parse_length_distribution
 from experiments.models import Arm, Experiment, UploadedPromptSet
 from experiments.services import REPLICATE_LABEL, ArmSpec, arm_default_label
@@ -166,7 +167,37 @@ def _positive(value, what: str):
     return value
 
 
-class ExperimentForm(forms.Form):
+class TeamForm(forms.Form):
+    """A form whose row goes to one of `user`'s teams (experiments/teams.py): the one named in
+    `team`, or their only team when it is left empty. A name the user is not a member of is
+    refused like one that does not exist."""
+
+    team = forms.ModelChoiceField(
+        queryset=Group.objects.none(),
+        to_field_name="name",
+        required=False,
+        help_text="Its members see it. Empty: your only team.",
+        error_messages={"invalid_choice": "You are in no team named “%(value)s”."},
+    )
+
+    def __init__(self, *args, user, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.user = user
+        self.fields["team"].queryset = teams.teams_of(user)
+
+    def clean_team(self) -> Group:
+        try:
+            return teams.team_for_write(self.user, self.cleaned_data["team"])
+        except teams.TeamRefused as refused:
+            raise forms.ValidationError(str(refused)) from None
+
+    @property
+    def shows_team(self) -> bool:
+        """The page offers the choice to members of several teams, and shows why a team was refused."""
+        return "team" in self.errors or self.fields["team"].queryset.count() > 1
+
+
+class ExperimentForm(TeamForm):
     """The experiment's own settings; `experiment_fields()` gives the Experiment model fields."""
 
     name = forms.CharField(max_length=200, validators=[reject_markup, reject_controls])
@@ -212,7 +243,7 @@ class ExperimentForm(forms.Form):
     )
     prompt_set = forms.ChoiceField(choices=workloads.prompt_set_choices, required=False)
     uploaded_prompt_set = forms.ModelChoiceField(
-        queryset=UploadedPromptSet.objects.defer("items"),
+        queryset=UploadedPromptSet.objects.none(),
         required=False,
         label="Uploaded prompt set",
         help_text="A set from the Prompt sets page, at one version.",
@@ -290,10 +321,12 @@ class ExperimentForm(forms.Form):
     slo_tpot_ms = forms.FloatField(required=False, label="TPOT SLO (ms)")
     slo_e2e_ms = forms.FloatField(required=False, label="E2E SLO (ms)")
 
-    def __init__(self, *args, speculative_arms: int = MAX_ARMS, **kwargs):
-        """`speculative_arms`: how many the arm formset posts (the most there can be when unknown)."""
-        super().__init__(*args, **kwargs)
+    def __init__(self, *args, user, speculative_arms: int = MAX_ARMS, **kwargs):
+        """`user`: who submits it, whose teams and prompt sets it may use. `speculative_arms`:
+        how many the arm formset posts (the most there can be when unknown)."""
+        super().__init__(*args, user=user, **kwargs)
         self.speculative_arms = speculative_arms
+        self.fields["uploaded_prompt_set"].queryset = UploadedPromptSet.objects.visible_to(user).defer("items")
 
     def clean_target_model(self):
         return clean_model_path(self.cleaned_data["target_model"])
@@ -437,6 +470,14 @@ class ExperimentForm(forms.Form):
         if prompt_set is None:
             if "uploaded_prompt_set" not in self.errors:
                 self.add_error("uploaded_prompt_set", "Choose an uploaded prompt set.")
+            return
+        team = cleaned.get("team")
+        if team is not None and prompt_set.team_id != team.pk:
+            self.add_error(
+                "uploaded_prompt_set",
+                f"The prompt set “{prompt_set}” belongs to the team “{prompt_set.team.name}”, the experiment to "
+                f"“{team.name}”: upload it to that team too.",
+            )
             return
         cleaned["prompt_set"], cleaned["prompt_set_hash"] = str(prompt_set)[:64], prompt_set.sha256
         warmup, measured = cleaned.get("warmup_requests"), cleaned.get("num_prompts")

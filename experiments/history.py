@@ -3,6 +3,8 @@ best arm and its verdict at every level, in the words of the results page).
 
 A page costs the same few queries whatever its size: the count, the page's ids, their rows,
 then their arms, speedups, run counts and citing decisions, each in one query over the ids.
+It lists the experiments the viewer may see (experiments/teams.py), and offers as choices
+only what those experiments hold and the members of the viewer's teams.
 """
 
 import math
@@ -16,7 +18,7 @@ from django.db import connection
 from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
 from django.utils import timezone
 
-from experiments import verdicts
+from experiments import teams, verdicts
 from experiments.decision_selectors import decisions_citing
 from experiments.models import Arm, Decision, DecisionEvidence, Experiment, Run, SpeedupEstimate
 from experiments.results import SPEEDUP_METRICS, GridCell
@@ -107,15 +109,16 @@ def _decision_filter(state: str, kind: str) -> Q:
     return Q(Exists(citations.filter(DECISION_STATES.get(state, ("", Q()))[1])))
 
 
-def experiment_history(*, query: HistoryQuery) -> QuerySet[Experiment]:
-    """The experiments that match, in the chosen order."""
+def experiment_history(*, query: HistoryQuery, user) -> QuerySet[Experiment]:
+    """The experiments `user` may see that match, in the chosen order."""
     ordering = SORTS.get(query.sort, SORTS[DEFAULT_SORT])[1]
-    return Experiment.objects.filter(_filters(query)).order_by(*ordering)
+    return Experiment.objects.visible_to(user).filter(_filters(query)).order_by(*ordering)
 
 
 @dataclass(frozen=True)
 class FilterChoices:
-    """The values the history's select boxes offer: those some experiment has, and every user."""
+    """The values the history's select boxes offer: those some visible experiment has, and the
+    users who share a team with the viewer."""
 
     models: list[str]
     queues: list[str]
@@ -128,33 +131,40 @@ class FilterChoices:
 CHOICE_COLUMNS = ("target_model", "worker_queue", "hardware", "vllm_versions")
 
 
-def _distinct_sql() -> str:
-    """One statement that lists the distinct values of every CHOICE_COLUMNS column.
+def _distinct_sql(*, by_team: bool) -> str:
+    """One statement that lists the distinct values of every CHOICE_COLUMNS column, of the
+    experiments whose team is in the parameter's array when `by_team`.
 
     A plain DISTINCT reads the whole table (tens of milliseconds at 10,000 experiments);
     this walks each column's index from one value to the next ("loose index scan"), so
     its cost grows with the number of distinct values, not of experiments. Scalar values
     come back as one-element arrays."""
     table = Experiment._meta.db_table
+    team = f"{Experiment._meta.get_field('team').column} = ANY(%(teams)s)"
     walks, selects = [], []
     for column in CHOICE_COLUMNS:
+        where = f"WHERE {team}" if by_team else ""
         walks.append(
-            f"{column} AS ((SELECT {column} AS v FROM {table} ORDER BY 1 LIMIT 1) UNION ALL "
-            f"SELECT (SELECT {column} FROM {table} WHERE {column} > w.v ORDER BY 1 LIMIT 1) "
-            f"FROM {column} w WHERE w.v IS NOT NULL)"
+            f"{column} AS ((SELECT {column} AS v FROM {table} {where} ORDER BY 1 LIMIT 1) UNION ALL "
+            f"SELECT (SELECT {column} FROM {table} WHERE {column} > w.v {'AND ' + team if by_team else ''} "
+            f"ORDER BY 1 LIMIT 1) FROM {column} w WHERE w.v IS NOT NULL)"
         )
         value = "v" if Experiment._meta.get_field(column).get_internal_type() == "ArrayField" else "ARRAY[v]"
         selects.append(f"SELECT '{column}', {value}::text[] FROM {column} WHERE v IS NOT NULL")
     return f"WITH RECURSIVE {', '.join(walks)} {' UNION ALL '.join(selects)}"
 
 
-def filter_choices() -> FilterChoices:
+def filter_choices(*, user) -> FilterChoices:
     values = defaultdict(set)
+    users = get_user_model().objects.order_by(get_user_model().USERNAME_FIELD)
+    visible = teams.visible_teams(user)
+    team_ids = None if visible is None else list(visible.values_list("pk", flat=True))
     with connection.cursor() as cursor:
-        cursor.execute(_distinct_sql())
+        cursor.execute(_distinct_sql(by_team=team_ids is not None), None if team_ids is None else {"teams": team_ids})
         for column, found in cursor.fetchall():
             values[column].update(found)
-    users = get_user_model().objects.order_by(get_user_model().USERNAME_FIELD)
+    if team_ids is not None:
+        users = users.filter(groups__in=team_ids).distinct()
     return FilterChoices(
         models=sorted(values["target_model"]),
         queues=sorted(values["worker_queue"]),
@@ -250,9 +260,10 @@ class NoSuchPage(ValueError):
     """A page number past the last page."""
 
 
-def history_page(*, query: HistoryQuery, number: int, per_page: int) -> Page:
-    """One page of the history, its experiments with their owners; NoSuchPage past the last one."""
-    paginator = Paginator(experiment_history(query=query).values_list("id", flat=True), per_page)
+def history_page(*, query: HistoryQuery, user, number: int, per_page: int) -> Page:
+    """One page of the history `user` sees, its experiments with their owners; NoSuchPage past
+    the last one."""
+    paginator = Paginator(experiment_history(query=query, user=user).values_list("id", flat=True), per_page)
     try:
         page = paginator.page(number)
     except EmptyPage:

@@ -170,16 +170,21 @@ class IdListField(forms.Field):
 
 
 class CompareForm(forms.Form):
-    """Two or more experiments and, optionally, the arms to show (all of them without)."""
+    """Two or more experiments `user` may see and, optionally, the arms to show (all of them
+    without). Another team's experiment is refused as one that does not exist."""
 
     experiments = IdListField(required=False)
     arms = IdListField(required=False)
+
+    def __init__(self, data, *, user, **kwargs):
+        super().__init__(data, **kwargs)
+        self.user = user
 
     def clean_experiments(self) -> list[Experiment]:
         ids = self.cleaned_data["experiments"]
         if not 2 <= len(ids) <= MAX_EXPERIMENTS:
             raise forms.ValidationError(f"Pick 2 to {MAX_EXPERIMENTS} experiments to compare (got {len(ids)}).")
-        found = Experiment.objects.select_related("owner").in_bulk(ids)
+        found = Experiment.objects.visible_to(self.user).select_related("owner").in_bulk(ids)
         missing = [f"#{i}" for i in ids if i not in found]
         if missing:
             raise forms.ValidationError(f"There is no experiment {', '.join(missing)}.")

@@ -5,7 +5,7 @@ so that a bad file is refused with its name before anything is stored."""
 from django import forms
 
 from experiments import bench_files
-from experiments.forms import reject_controls, reject_markup
+from experiments.forms import TeamForm, reject_controls, reject_markup
 from experiments.imports import arms_from_files
 
 
@@ -37,7 +37,7 @@ def read_uploads(uploads) -> list[tuple[str, bytes]]:
     return [(upload.name, upload.read()) for upload in uploads]
 
 
-class BenchImportForm(forms.Form):
+class BenchImportForm(TeamForm):
     name = forms.CharField(max_length=200, validators=[reject_markup, reject_controls])
     files = MultipleFileField(
         label="Result files",

@@ -10,11 +10,12 @@ from experiments.import_forms import BenchImportForm
 
 @require_http_methods(["GET", "POST"])
 def experiment_import(request):
-    form = BenchImportForm(request.POST or None, request.FILES or None)
+    form = BenchImportForm(request.POST or None, request.FILES or None, user=request.user)
     if request.method == "POST" and form.is_valid():
         experiment = imports.experiment_import(
-            owner=request.user, name=form.cleaned_data["name"], files=form.cleaned_data["files"]
-        )
+            owner=request.user, team=form.cleaned_data["team"], name=form.cleaned_data["name"],
+            files=form.cleaned_data["files"],
+        )  # fmt: skip
         messages.success(
             request, f"Imported {len(form.cleaned_data['files'])} result files as experiment #{experiment.pk}."
         )

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
+from experiments import teams
 from experiments.analysis import experiment_analyse
 from experiments.bench_files import BenchFile, BenchFileRefused
 from experiments.models import Arm, Experiment, RequestRecord, Run, RunSummary
@@ -175,10 +176,13 @@ def _store_runs(experiment: Experiment, arm: Arm, imported: ImportedArm, positio
 
 
 @transaction.atomic
-def experiment_import(*, owner, name: str, files: list[BenchFile]) -> Experiment:
-    """Store the files as a finished experiment of `owner`, then analyse it as any other."""
+def experiment_import(*, owner, name: str, files: list[BenchFile], team=None) -> Experiment:
+    """Store the files as a finished experiment of `owner` in `team` (or the owner's only
+    team), then analyse it as any other."""
     arms = arms_from_files(files)
-    experiment = Experiment.objects.create(owner=owner, **_experiment_fields(name, arms))
+    experiment = Experiment.objects.create(
+        owner=owner, team=teams.team_for_write(owner, team), **_experiment_fields(name, arms)
+    )
     for position, imported in enumerate(arms):
         arm = Arm.objects.create(
             experiment=experiment, position=position, label=imported.label, method=imported.method,

@@ -1,16 +1,31 @@
 """specdash tables: what an experiment asks for, how its runs went, and what they measured."""
 
 from django.conf import settings
+from django.contrib.auth.models import Group
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
+
+from experiments.teams import visible_q
 
 
 class IllegalTransition(Exception):
     """A status change that the state machine does not allow."""
 
 
-class ExperimentQuerySet(models.QuerySet):
+class TeamQuerySet(models.QuerySet):
+    """Rows that belong to a team (experiments/teams.py)."""
+
+    def visible_to(self, user) -> "TeamQuerySet":
+        """What `user` may see: their teams' rows (every row for a superuser)."""
+        return self.filter(visible_q(user))
+
+
+def team_field() -> models.ForeignKey:
+    return models.ForeignKey(Group, on_delete=models.PROTECT, related_name="+", help_text="Its members see it.")
+
+
+class ExperimentQuerySet(TeamQuerySet):
     def active(self) -> "ExperimentQuerySet":
         """Experiments that still have work to do (queued or running)."""
         return self.filter(status__in=Experiment.ACTIVE_STATUSES)
@@ -46,6 +61,7 @@ class Experiment(models.Model):
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="experiments")
+    team = team_field()
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -214,6 +230,7 @@ class UploadedPromptSet(models.Model):
     name = models.SlugField(max_length=48)
     version = models.PositiveIntegerField()
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    team = team_field()
     created_at = models.DateTimeField(auto_now_add=True)
     file_name = models.CharField(max_length=255)
     format = models.CharField(max_length=16, choices=Format.choices)
@@ -224,9 +241,12 @@ class UploadedPromptSet(models.Model):
     categories = models.JSONField(default=dict, blank=True, help_text="Prompts per category; {} without categories.")
     length_histogram = models.JSONField(default=list, help_text="Prompts per length bin in words (lo, hi, count).")
 
+    objects = TeamQuerySet.as_manager()
+
     class Meta:
         ordering = ["name", "-version"]
-        constraints = [models.UniqueConstraint(fields=["name", "version"], name="prompt_set_version_unique")]
+        # Each team names and versions its own sets.
+        constraints = [models.UniqueConstraint(fields=["team", "name", "version"], name="prompt_set_version_unique")]
 
     def __str__(self):
         return f"{self.name} v{self.version}"
@@ -600,6 +620,7 @@ class Decision(models.Model):
         SUPERSEDED = "superseded", "Superseded"
 
     service = models.SlugField(max_length=100, help_text="The serving service it decides for, e.g. chat.")
+    team = team_field()
     kind = models.CharField(max_length=16, choices=Kind.choices)
     arm = models.ForeignKey(Arm, null=True, blank=True, on_delete=models.PROTECT, related_name="decisions")
     # What vLLM takes as --speculative-config for that arm, copied when the decision is written.
@@ -625,11 +646,14 @@ class Decision(models.Model):
     flag_experiment = models.ForeignKey(Experiment, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
     evidence = models.ManyToManyField(Experiment, through="DecisionEvidence", related_name="decisions")
 
+    objects = TeamQuerySet.as_manager()
+
     class Meta:
         ordering = ["-proposed_at", "-id"]
         constraints = [
+            # Each team decides for its own services.
             models.UniqueConstraint(
-                fields=["service"], condition=Q(state="final"), name="decision_one_final_per_service"
+                fields=["team", "service"], condition=Q(state="final"), name="decision_one_final_per_service"
             ),
             models.CheckConstraint(
                 condition=~Q(kind="deploy") | Q(arm__isnull=False, max_concurrency__gte=1),

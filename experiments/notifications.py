@@ -43,14 +43,18 @@ def notices_for(*, user, since: datetime | None) -> Notices:
     """Three queries; at most SHOWN of each."""
     ended = []
     if since is not None:
-        ended = Experiment.objects.filter(
-            owner=user,
-            status__in=(Experiment.Status.FINISHED, Experiment.Status.FAILED),
-            finished_at__gt=since,
-        ).order_by("-finished_at")[:SHOWN]
+        ended = (
+            Experiment.objects.visible_to(user)
+            .filter(
+                owner=user,
+                status__in=(Experiment.Status.FINISHED, Experiment.Status.FAILED),
+                finished_at__gt=since,
+            )
+            .order_by("-finished_at")[:SHOWN]
+        )
     return Notices(
         since=since,
         ended=list(ended),
         awaiting=list(decisions_awaiting(user=user).order_by("proposed_at")[:SHOWN]),
-        flagged=list(decisions_flagged()[:SHOWN]),
+        flagged=list(decisions_flagged(user=user)[:SHOWN]),
     )

@@ -9,7 +9,7 @@ filled in. Either way the new experiment links back to its origin.
 from django import forms
 
 from experiments import workloads
-from experiments.forms import ARM_FORMSET_PREFIX, PATH_METHODS, ExperimentForm
+from experiments.forms import ARM_FORMSET_PREFIX, PATH_METHODS, ExperimentForm, TeamForm
 from experiments.models import Arm, Experiment
 
 # ExperimentForm fields whose form value is not the model's value.
@@ -78,22 +78,24 @@ def protocol_errors(form: ExperimentForm, arms: forms.BaseFormSet) -> list[str]:
     return lines
 
 
-class RerunForm(forms.Form):
-    """What a re-run may change: its name, the worker queue and the vLLM version asked for.
-    The fields are ExperimentForm's own, so they validate alike."""
+class RerunForm(TeamForm):
+    """What a re-run may change: its name, the team, the worker queue and the vLLM version
+    asked for. The fields are ExperimentForm's own, so they validate alike."""
 
     name = ExperimentForm.base_fields["name"]
     worker_queue = ExperimentForm.base_fields["worker_queue"]
     requested_vllm_version = ExperimentForm.base_fields["requested_vllm_version"]
 
     @classmethod
-    def for_origin(cls, origin: Experiment) -> "RerunForm":
+    def for_origin(cls, origin: Experiment, *, user) -> "RerunForm":
         return cls(
+            user=user,
             initial={
                 "name": f"{origin.name} (re-run)"[:200],
+                "team": origin.team,
                 "worker_queue": origin.worker_queue,
                 "requested_vllm_version": origin.requested_vllm_version,
-            }
+            },
         )
 
 
@@ -101,8 +103,12 @@ class OriginForm(forms.Form):
     """The experiment a cloned form started from, sent along as a hidden field."""
 
     origin = forms.ModelChoiceField(
-        queryset=Experiment.objects.all(),
+        queryset=Experiment.objects.none(),
         required=False,
         widget=forms.HiddenInput,
         error_messages={"invalid_choice": "The experiment this was cloned from no longer exists."},
     )
+
+    def __init__(self, *args, user, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["origin"].queryset = Experiment.objects.visible_to(user)

@@ -4,9 +4,10 @@
 from django import forms
 
 from experiments import prompt_uploads
+from experiments.forms import TeamForm
 
 
-class PromptSetUploadForm(forms.Form):
+class PromptSetUploadForm(TeamForm):
     name = forms.SlugField(
         max_length=48,
         help_text="Letters, digits, - and _. Uploading other content under a name makes its next version.",

@@ -1,4 +1,5 @@
-"""Uploaded prompt sets: the list with the upload form, and one version's page."""
+"""Uploaded prompt sets: the list with the upload form, and one version's page. A user sees
+their teams' sets only; another team's set is a 404."""
 
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
@@ -11,24 +12,25 @@ from experiments.prompt_set_forms import PromptSetUploadForm
 
 @require_http_methods(["GET", "POST"])
 def prompt_set_list(request):
-    form = PromptSetUploadForm(request.POST or None, request.FILES or None)
+    form = PromptSetUploadForm(request.POST or None, request.FILES or None, user=request.user)
     if request.method == "POST" and form.is_valid():
         uploaded = prompt_sets.prompt_set_upload(
-            owner=request.user, name=form.cleaned_data["name"], file_name=form.upload.name,
-            size_bytes=form.upload.size, parsed=form.cleaned_data["file"],
+            owner=request.user, team=form.cleaned_data["team"], name=form.cleaned_data["name"],
+            file_name=form.upload.name, size_bytes=form.upload.size, parsed=form.cleaned_data["file"],
         )  # fmt: skip
         messages.success(request, f"Prompt set {uploaded}: {uploaded.prompt_count} prompts, sha256 {uploaded.sha256}.")
         return redirect("experiments:prompt_set", pk=uploaded.pk)
-    context = {"form": form, "prompt_sets": prompt_sets.prompt_sets_latest()}
+    context = {"form": form, "prompt_sets": prompt_sets.prompt_sets_latest(user=request.user)}
     return render(request, "experiments/prompt_sets.html", context, status=400 if form.errors else 200)
 
 
 @require_GET
 def prompt_set_detail(request, pk: int):
-    prompt_set = get_object_or_404(UploadedPromptSet.objects.select_related("owner"), pk=pk)
+    visible = UploadedPromptSet.objects.visible_to(request.user).select_related("owner", "team")
+    prompt_set = get_object_or_404(visible, pk=pk)
     context = {
         "prompt_set": prompt_set,
-        "versions": prompt_sets.prompt_set_versions(name=prompt_set.name),
+        "versions": prompt_sets.prompt_set_versions(prompt_set=prompt_set),
         "most": max((b["count"] for b in prompt_set.length_histogram), default=1),
         "sample": prompt_set.items[:5],
     }

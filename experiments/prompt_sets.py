@@ -4,15 +4,20 @@ experiment form read. Files are read and checked by experiments/prompt_uploads.p
 from django.db import transaction
 from django.db.models import QuerySet
 
+from experiments import teams
 from experiments.models import UploadedPromptSet
 from experiments.prompt_uploads import PromptFile
 
 
 @transaction.atomic
-def prompt_set_upload(*, owner, name: str, file_name: str, size_bytes: int, parsed: PromptFile) -> UploadedPromptSet:
-    """Store the file as the next version of `name`; the latest version itself when its content
-    is the same (same hash), so that uploading a file twice makes no second version."""
-    versions = UploadedPromptSet.objects.select_for_update().filter(name=name)
+def prompt_set_upload(
+    *, owner, name: str, file_name: str, size_bytes: int, parsed: PromptFile, team=None
+) -> UploadedPromptSet:
+    """Store the file as the next version of `name` in the team (`team`, or the owner's only
+    one); the latest version itself when its content is the same (same hash), so that
+    uploading a file twice makes no second version."""
+    team = teams.team_for_write(owner, team)
+    versions = UploadedPromptSet.objects.select_for_update().filter(team=team, name=name)
     latest = versions.order_by("-version").first()
     if latest is not None and latest.sha256 == parsed.sha256:
         return latest
@@ -20,6 +25,7 @@ def prompt_set_upload(*, owner, name: str, file_name: str, size_bytes: int, pars
         name=name,
         version=(latest.version + 1) if latest else 1,
         owner=owner,
+        team=team,
         file_name=file_name[:255],
         format=parsed.format,
         sha256=parsed.sha256,
@@ -31,12 +37,13 @@ def prompt_set_upload(*, owner, name: str, file_name: str, size_bytes: int, pars
     )
 
 
-def prompt_sets_latest() -> QuerySet[UploadedPromptSet]:
-    """The newest version of every name, by name (PostgreSQL's DISTINCT ON)."""
-    return (
-        UploadedPromptSet.objects.order_by("name", "-version").distinct("name").defer("items").select_related("owner")
-    )
+def prompt_sets_latest(*, user) -> QuerySet[UploadedPromptSet]:
+    """The newest version of every name of the user's teams, by name (PostgreSQL's DISTINCT ON)."""
+    latest = UploadedPromptSet.objects.visible_to(user).order_by("name", "team_id", "-version")
+    return latest.distinct("name", "team_id").defer("items").select_related("owner", "team")
 
 
-def prompt_set_versions(*, name: str) -> QuerySet[UploadedPromptSet]:
-    return UploadedPromptSet.objects.filter(name=name).defer("items").select_related("owner").order_by("-version")
+def prompt_set_versions(*, prompt_set: UploadedPromptSet) -> QuerySet[UploadedPromptSet]:
+    """Every version of the set's name in its team, newest first."""
+    versions = UploadedPromptSet.objects.filter(team=prompt_set.team_id, name=prompt_set.name)
+    return versions.defer("items").select_related("owner").order_by("-version")

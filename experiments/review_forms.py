@@ -91,6 +91,9 @@ class DecisionForm(forms.Form):
         unfinished = [f"#{e.id}" for e in cited if e.status != Experiment.Status.FINISHED]
         if unfinished:
             raise forms.ValidationError(f"Cite finished experiments only: {', '.join(unfinished)} has no verdicts.")
+        if len({e.team_id for e in cited}) > 1:
+            # The decision belongs to its evidence's team (experiments/decisions.py).
+            raise forms.ValidationError("Cite experiments of one team: a decision belongs to its evidence's team.")
         return cited
 
     def clean_arm(self) -> Arm | None:

@@ -18,10 +18,12 @@ from experiments.models import (
 )
 
 
-def experiment_list(*, status: str = "", owner=None, search: str = "") -> QuerySet[Experiment]:
-    """Experiments newest first, with owner, arms and run counts loaded in a fixed number of queries."""
+def experiment_list(*, user, status: str = "", owner=None, search: str = "") -> QuerySet[Experiment]:
+    """The experiments `user` may see, newest first, with owner, team, arms and run counts
+    loaded in a fixed number of queries."""
     experiments = (
-        Experiment.objects.select_related("owner")
+        Experiment.objects.visible_to(user)
+        .select_related("owner", "team")
         .prefetch_related(Prefetch("arms", queryset=Arm.objects.order_by("position")))
         .annotate(
             runs_total=Count("runs"),

@@ -9,7 +9,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from experiments import decisions, dispatch
+from experiments import decisions, dispatch, teams
 from experiments.analysis import experiment_analyse
 from experiments.differences import hardware_label
 from experiments.models import Arm, Comment, EnvironmentSnapshot, Experiment, IllegalTransition, Run
@@ -60,15 +60,18 @@ def arm_default_label(spec: ArmSpec) -> str:
 
 
 @transaction.atomic
-def experiment_create(*, owner, arms: list[ArmSpec], **fields) -> Experiment:
+def experiment_create(*, owner, arms: list[ArmSpec], team=None, **fields) -> Experiment:
     """Create the experiment, its baseline (and A/A replicate) and speculative arms, and
     every run, queued, with its place in the randomised block schedule.
+
+    It belongs to `team`, which the owner must be in; without one, to the owner's only team
+    (teams.team_for_write).
 
     The baseline arm, and the replicate when `aa_replicate` is set, are added here; `arms`
     lists the speculative arms only. The experiment is dispatched to its worker queue once
     the transaction commits.
     """
-    experiment = Experiment.objects.create(owner=owner, **fields)
+    experiment = Experiment.objects.create(owner=owner, team=teams.team_for_write(owner, team), **fields)
     specs = [ArmSpec(method=Arm.Method.BASELINE)]
     if experiment.aa_replicate:
         specs.append(ArmSpec(method=Arm.Method.BASELINE, is_replicate=True))

@@ -46,15 +46,17 @@ SWATCH_STYLES_CSP = {
 
 
 def _get_experiment_for_user(request, pk: int) -> Experiment:
-    # Every member of the team may see every experiment; login is enforced by middleware.
-    return get_object_or_404(Experiment.objects.select_related("owner", "origin", "cancelled_by"), pk=pk)
+    """The experiment if the user may see it (experiments/teams.py); a 404 for another team's,
+    which does not tell whether it exists. Login is enforced by middleware."""
+    experiments = Experiment.objects.visible_to(request.user).select_related("owner", "origin", "cancelled_by", "team")
+    return get_object_or_404(experiments, pk=pk)
 
 
 @require_GET
 def experiment_list(request):
     """The history. An invalid filter is reported above an empty list (status 400): a list
     that silently ignored it would look like an answer to the question asked."""
-    filters = HistoryFilterForm(request.GET, choices=history.filter_choices())
+    filters = HistoryFilterForm(request.GET, choices=history.filter_choices(user=request.user))
     since = notifications.history_visit_record(user=request.user)
     context = {
         "filters": filters,
@@ -65,7 +67,10 @@ def experiment_list(request):
     if filters.is_valid():
         try:
             page = history.history_page(
-                query=filters.query(user=request.user), number=filters.page_number, per_page=filters.page_size
+                query=filters.query(user=request.user),
+                user=request.user,
+                number=filters.page_number,
+                per_page=filters.page_size,
             )
         except history.NoSuchPage as error:
             filters.add_error("page", str(error))
@@ -78,7 +83,7 @@ def experiment_list(request):
 @require_GET
 def experiment_compare(request):
     """Arms of two or more experiments side by side, with every difference between them."""
-    form = CompareForm(request.GET)
+    form = CompareForm(request.GET, user=request.user)
     if not form.is_valid():
         return render(request, "experiments/compare.html", {"form": form}, status=400)
     result = comparison.comparison(experiments=form.cleaned_data["experiments"], arm_ids=form.arm_ids())
@@ -98,8 +103,10 @@ def _queued(request, experiment: Experiment):
 @require_http_methods(["GET", "POST"])
 def experiment_create(request):
     arms = ArmFormSet(request.POST or None, prefix=ARM_FORMSET_PREFIX)
-    form = ExperimentForm(request.POST or None, speculative_arms=arms.total_form_count() if arms.is_bound else 1)
-    origin_form = OriginForm(request.POST or None)
+    form = ExperimentForm(
+        request.POST or None, user=request.user, speculative_arms=arms.total_form_count() if arms.is_bound else 1
+    )
+    origin_form = OriginForm(request.POST or None, user=request.user)
     # Validate all, so that every error shows at once.
     valid = [form.is_valid(), arms.is_valid(), origin_form.is_valid()]
     origin = origin_form.cleaned_data.get("origin") if all(valid[2:]) else None
@@ -118,9 +125,11 @@ def experiment_clone(request, pk: int):
     """The experiment form filled in with this experiment's protocol."""
     origin = _get_experiment_for_user(request, pk)
     context = {
-        "form": ExperimentForm(initial=prefill.experiment_data(origin) | {"name": f"{origin.name} (clone)"[:200]}),
+        "form": ExperimentForm(
+            initial=prefill.experiment_data(origin) | {"name": f"{origin.name} (clone)"[:200]}, user=request.user
+        ),
         "arms": ArmFormSet(initial=prefill.arm_initial(origin), prefix=ARM_FORMSET_PREFIX),
-        "origin_form": OriginForm(initial={"origin": origin.pk}),
+        "origin_form": OriginForm(initial={"origin": origin.pk}, user=request.user),
         "origin": origin,
     }
     return render(request, "experiments/create.html", context)
@@ -131,10 +140,13 @@ def experiment_rerun(request, pk: int):
     """The same protocol again, on the queue and vLLM version chosen. It passes through the
     experiment form, so today's rules apply and the prompt set's current hash is recorded."""
     origin = _get_experiment_for_user(request, pk)
-    form = RerunForm(request.POST) if request.method == "POST" else RerunForm.for_origin(origin)
+    if request.method == "POST":
+        form = RerunForm(request.POST, user=request.user)
+    else:
+        form = RerunForm.for_origin(origin, user=request.user)
     protocol_errors = []
     if request.method == "POST" and form.is_valid():
-        experiment_form = ExperimentForm(prefill.experiment_data(origin) | form.cleaned_data)
+        experiment_form = ExperimentForm(prefill.experiment_data(origin) | form.cleaned_data, user=request.user)
         arms = ArmFormSet(prefill.arm_data(origin), prefix=ARM_FORMSET_PREFIX)
         if all([experiment_form.is_valid(), arms.is_valid()]):
             experiment = services.experiment_create(
@@ -182,7 +194,11 @@ def experiment_detail(request, pk: int):
         "warnings": selectors.experiment_warnings(experiment=experiment, analysis=analysis),
         "results": block,
         "results_data": block.chart_data() if block else None,
-        "descendants": experiment.descendants.order_by("-created_at"),
+        # Re-runs and clones may have gone to another team: shown only to those who see it.
+        "origin": Experiment.objects.visible_to(request.user).filter(pk=experiment.origin_id).first()
+        if experiment.origin_id
+        else None,
+        "descendants": experiment.descendants.visible_to(request.user).order_by("-created_at"),
         "comments": experiment.comments.select_related("author"),
         "comment_form": CommentForm(),
         "cited_by": decision_selectors.decisions_citing(experiment_ids=[experiment.pk])[experiment.pk],

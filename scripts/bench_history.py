@@ -42,7 +42,7 @@ from django.test import Client, override_settings  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
 from django.urls import reverse  # noqa: E402
 
-from experiments import verdicts  # noqa: E402
+from experiments import teams, verdicts  # noqa: E402
 from experiments.models import (  # noqa: E402
     Arm,
     Decision,
@@ -172,6 +172,11 @@ def seed(n_experiments: int) -> None:
     for index in range(n_experiments):
         decidable += _seed_experiment(rng, tables, counters, users, now, index / n_experiments)
     _seed_decisions(rng, tables, counters, users, decidable, now)
+    # One team, as an install without teams has: the users joined it when created.
+    team_id = teams.default_team().id
+    for model in (Experiment, Decision):
+        for row in tables[model].rows:
+            row["team_id"] = team_id
     with connection.cursor() as cursor:
         raw = cursor.cursor
         for model, table in tables.items():

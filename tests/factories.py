@@ -10,7 +10,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from experiments import services
+from experiments import services, teams
 from experiments.analysis import experiment_analyse
 from experiments.forms import ARM_FORMSET_PREFIX
 from experiments.models import (
@@ -45,6 +45,7 @@ class ExperimentFactory(factory.django.DjangoModelFactory):
 
     name = factory.Sequence(lambda n: f"experiment {n}")
     owner = factory.SubFactory(UserFactory)
+    team = factory.LazyFunction(teams.default_team)
     target_model = factory.LazyFunction(lambda: str(settings.SPECDASH_MODELS_DIR / "target"))
     worker_queue = "cpu"
     dtype = "float32"
@@ -173,8 +174,10 @@ def _as_fields(factory_class, **overrides) -> dict:
 
 def experiment_fields(**overrides) -> dict:
     """The fields services.experiment_create takes, as ExperimentFactory makes them."""
-    fields = _as_fields(ExperimentFactory, owner=None, **overrides)
+    fields = _as_fields(ExperimentFactory, owner=None, team=None, **overrides)
     del fields["owner"]
+    if fields["team"] is None:
+        del fields["team"]
     return fields
 
 

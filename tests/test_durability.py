@@ -179,11 +179,14 @@ def test_a_runs_time_limit_grows_with_its_size_and_shrinks_with_concurrency():
 
 def test_an_experiment_longer_than_the_visibility_timeout_is_refused(settings):
     settings.CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 2 * 3600}
-    form = ExperimentForm(form_data(num_prompts="20", max_tokens="400", max_model_len="2048"), speculative_arms=1)
+    user = UserFactory()
+    form = ExperimentForm(
+        form_data(num_prompts="20", max_tokens="400", max_model_len="2048"), user=user, speculative_arms=1
+    )
 
     assert not form.is_valid()
     assert "SPECDASH_VISIBILITY_TIMEOUT_S" in str(form.non_field_errors())
-    assert ExperimentForm(form_data(), speculative_arms=1).is_valid()
+    assert ExperimentForm(form_data(), user=user, speculative_arms=1).is_valid()
 
 
 # ---------------------------------------------------------------- durable results

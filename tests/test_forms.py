@@ -8,13 +8,16 @@ from django.urls import reverse
 from experiments import services, workloads
 from experiments.forms import ARM_FORMSET_PREFIX, ArmFormSet, ExperimentForm
 from experiments.models import Arm, Experiment, Run
-from tests.factories import DRAFT_ARM_FORM, NGRAM_ARM_FORM, form_data
+from tests.factories import DRAFT_ARM_FORM, NGRAM_ARM_FORM, UserFactory, form_data
+
+# The form reads the user's teams and prompt sets.
+pytestmark = pytest.mark.django_db
 
 MODELS = settings.SPECDASH_MODELS_DIR
 
 
 def bind(data):
-    return ExperimentForm(data), ArmFormSet(data, prefix=ARM_FORMSET_PREFIX)
+    return ExperimentForm(data, user=UserFactory(username="alice")), ArmFormSet(data, prefix=ARM_FORMSET_PREFIX)
 
 
 FIRST_K = ("arm", 0, "num_speculative_tokens")
@@ -208,7 +211,7 @@ def test_design_options_are_stored_as_the_model_takes_them():
 
 
 def test_the_forms_defaults_are_the_models_and_pass_the_forms_own_rules():
-    unbound = ExperimentForm()
+    unbound = ExperimentForm(user=UserFactory(username="alice"))
     initial = {name: unbound.get_initial_for_field(field, name) for name, field in unbound.fields.items()}
 
     assert initial["repetitions"] == Experiment._meta.get_field("repetitions").default == 3

@@ -9,7 +9,7 @@ from django.urls import reverse
 from experiments.exports import csv_lines, run_summary_export
 from experiments.forms import ARM_FORMSET_PREFIX, MAX_ARMS, ArmFormSet, ExperimentForm, clean_model_path
 from experiments.models import Experiment
-from tests.factories import NGRAM_ARM_FORM, ArmFactory, RunSummaryFactory, form_data
+from tests.factories import NGRAM_ARM_FORM, ArmFactory, RunSummaryFactory, UserFactory, form_data
 
 pytestmark = pytest.mark.django_db
 
@@ -17,7 +17,7 @@ RLO = "\u202e"  # RIGHT-TO-LEFT OVERRIDE
 
 
 def _errors(**overrides) -> dict:
-    form = ExperimentForm(form_data(**overrides))
+    form = ExperimentForm(form_data(**overrides), user=UserFactory(username="alice"))
     form.is_valid()
     return form.errors
 

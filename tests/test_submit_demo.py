@@ -23,7 +23,7 @@ def _as_posted(fields: dict) -> dict:
 
 
 def test_the_demo_passes_the_forms_rules():
-    form = ExperimentForm(_as_posted(demo_fields()))
+    form = ExperimentForm(_as_posted(demo_fields()), user=UserFactory())
 
     assert form.is_valid(), form.errors
 

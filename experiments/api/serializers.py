@@ -28,6 +28,8 @@ def _spec_field(name: str, field: forms.Field) -> serializers.Field:
         return serializers.ListField(child=serializers.IntegerField(min_value=1), **common)
     if isinstance(field, forms.BooleanField):
         return serializers.BooleanField(**common)
+    if isinstance(field, forms.ModelChoiceField) and field.to_field_name:
+        return serializers.CharField(allow_null=True, **common | {"help_text": f"{common['help_text']} (its name)"})
     if isinstance(field, forms.ModelChoiceField):
         return serializers.IntegerField(allow_null=True, **common | {"help_text": f"{common['help_text']} (its id)"})
     # Django's FloatField is an IntegerField: ask about it first.

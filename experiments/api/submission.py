@@ -107,9 +107,9 @@ def _shape_messages(errors: dict) -> list[str]:
     return lines
 
 
-def submission_from_spec(spec) -> Submission:
-    """Validate a spec with the experiment form and the arm formset; raise SpecInvalid with
-    the form's own messages when they refuse it."""
+def submission_from_spec(spec, *, user) -> Submission:
+    """Validate a spec of `user`'s with the experiment form and the arm formset; raise
+    SpecInvalid with the form's own messages when they refuse it."""
     if not isinstance(spec, dict):
         raise SpecInvalid({NON_FIELD: ["The spec must be a JSON object."]}, ["The spec must be a JSON object."])
     shape_errors: dict = {}
@@ -119,7 +119,7 @@ def submission_from_spec(spec) -> Submission:
     if shape_errors:
         raise SpecInvalid(shape_errors, _shape_messages(shape_errors))
     arms = ArmFormSet(data, prefix=ARM_FORMSET_PREFIX)
-    form = ExperimentForm(data, speculative_arms=arms.total_form_count())
+    form = ExperimentForm(data, user=user, speculative_arms=arms.total_form_count())
     if not all([form.is_valid(), arms.is_valid()]):
         errors = _form_errors(form)
         if any(arms.errors) or arms.non_form_errors():
@@ -129,17 +129,18 @@ def submission_from_spec(spec) -> Submission:
     return Submission(fields=form.experiment_fields(), arms=arms.arm_specs())
 
 
-def _json_value(value):
-    """A form value as the spec gives it: a row by its id (an uploaded prompt set), "" as null."""
+def _json_value(field: forms.Field, value):
+    """A form value as the spec gives it: a row as its field takes it (a team by name, an
+    uploaded prompt set by id), "" as null."""
     if isinstance(value, models.Model):
-        return value.pk
+        return value.serializable_value(field.to_field_name or "pk")
     return None if value == "" else value
 
 
 def spec_from_experiment(experiment: Experiment) -> dict:
     """The experiment's protocol as a spec: what submitting it again would take."""
     spec = {
-        name: _json_value(value)
+        name: _json_value(ExperimentForm.base_fields[name], value)
         for name, value in prefill.experiment_data(experiment).items()
         if name != "concurrency_levels"
     }

@@ -41,15 +41,15 @@ class ApiView(APIView):
         return login_not_required(super().as_view(**initkwargs))
 
 
-def _experiment(pk: int) -> Experiment:
-    # Every member of the team may see every experiment, as on the pages.
-    return get_object_or_404(Experiment.objects.select_related("owner", "analysis"), pk=pk)
+def _experiment(request, pk: int) -> Experiment:
+    """An experiment of the user's teams (experiments/teams.py); a 404 for another team's, as on the pages."""
+    return get_object_or_404(Experiment.objects.visible_to(request.user).select_related("owner", "analysis"), pk=pk)
 
 
 def _list_item(experiment: Experiment) -> dict:
     return {
         "id": experiment.pk, "name": experiment.name, "owner": experiment.owner.get_username(),
-        "status": experiment.status, "created_at": experiment.created_at,
+        "team": experiment.team.name, "status": experiment.status, "created_at": experiment.created_at,
         "runs_total": experiment.runs_total, "runs_done": experiment.runs_done,
     }  # fmt: skip
 
@@ -58,7 +58,8 @@ ExperimentListItem = inline_serializer(
     "ExperimentListItem",
     {
         "id": serializers.IntegerField(), "name": serializers.CharField(), "owner": serializers.CharField(),
-        "status": serializers.ChoiceField(choices=Experiment.Status.choices), "created_at": serializers.DateTimeField(),
+        "team": serializers.CharField(), "status": serializers.ChoiceField(choices=Experiment.Status.choices),
+        "created_at": serializers.DateTimeField(),
         "runs_total": serializers.IntegerField(), "runs_done": serializers.IntegerField(),
     },
 )  # fmt: skip
@@ -71,8 +72,8 @@ class ExperimentsView(ApiView):
         responses=ExperimentListItem,
     )
     def get(self, request):
-        """Experiments, newest first."""
-        experiments = selectors.experiment_list(status=request.query_params.get("status", ""))
+        """The experiments of your teams, newest first."""
+        experiments = selectors.experiment_list(user=request.user, status=request.query_params.get("status", ""))
         pages = RowPages()
         page = pages.paginate_queryset(experiments, request, view=self)
         return pages.get_paginated_response([_list_item(experiment) for experiment in page])
@@ -86,7 +87,7 @@ class ExperimentsView(ApiView):
         """Submit an experiment. The spec is judged by the experiment form's own rules and
         messages; fields left out take the form's initial values."""
         try:
-            submission = submission_from_spec(request.data)
+            submission = submission_from_spec(request.data, user=request.user)
         except SpecInvalid as invalid:
             return Response(
                 {"errors": invalid.errors, "messages": invalid.messages}, status=status.HTTP_400_BAD_REQUEST
@@ -99,14 +100,14 @@ class ExperimentView(ApiView):
     @extend_schema(operation_id="experiments_read", responses=ExperimentSerializer)
     def get(self, request, pk: int):
         """One experiment: status, protocol (as a spec), arms, warnings and links."""
-        return Response(payloads.experiment_payload(_experiment(pk)))
+        return Response(payloads.experiment_payload(_experiment(request, pk)))
 
 
 class ProgressView(ApiView):
     @extend_schema(operation_id="experiments_progress", responses=ProgressSerializer)
     def get(self, request, pk: int):
         """Run counts by status, and every run in the order the worker executes them."""
-        return Response(payloads.progress_payload(_experiment(pk)))
+        return Response(payloads.progress_payload(_experiment(request, pk)))
 
 
 class CancelView(ApiView):
@@ -117,7 +118,7 @@ class CancelView(ApiView):
     )
     def post(self, request, pk: int):
         """Cancel a queued or running experiment (its owner or staff): completed runs are kept."""
-        experiment = _experiment(pk)
+        experiment = _experiment(request, pk)
         if request.user != experiment.owner and not request.user.is_staff:
             return Response({"detail": "Only the experiment's owner (or staff) may cancel it."}, status=403)
         try:
@@ -133,7 +134,7 @@ class ResultsView(ApiView):
     def get(self, request, pk: int):
         """Every number of the experiment page's results: spreads, speedups with intervals and
         outcomes, verdicts, acceptance by position, fidelity, chart series, warnings."""
-        return Response(payloads.results_payload(_experiment(pk)))
+        return Response(payloads.results_payload(_experiment(request, pk)))
 
 
 def _rows(view: APIView, request, export: exports.Export) -> Response:
@@ -146,11 +147,11 @@ class SummariesView(ApiView):
     @extend_schema(operation_id="experiments_summaries", responses=SummaryRowSerializer(many=True))
     def get(self, request, pk: int):
         """One row per run summary, as the summaries download gives them."""
-        return _rows(self, request, exports.run_summary_export(experiment=_experiment(pk)))
+        return _rows(self, request, exports.run_summary_export(experiment=_experiment(request, pk)))
 
 
 class RequestsView(ApiView):
     @extend_schema(operation_id="experiments_requests", responses=RequestRowSerializer(many=True))
     def get(self, request, pk: int):
         """One row per measured request, as the requests download gives them, a page at a time."""
-        return _rows(self, request, exports.request_export(experiment=_experiment(pk)))
+        return _rows(self, request, exports.request_export(experiment=_experiment(request, pk)))

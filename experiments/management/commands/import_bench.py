@@ -4,9 +4,10 @@ experiment, as the Import page does."""
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand, CommandError
 
-from experiments import bench_files, imports
+from experiments import bench_files, imports, teams
 
 
 class Command(BaseCommand):
@@ -16,16 +17,20 @@ class Command(BaseCommand):
         parser.add_argument("paths", nargs="+", help="result files, or directories whose *.json files to import")
         parser.add_argument("--owner", required=True, help="username the experiment belongs to")
         parser.add_argument("--name", required=True, help="the experiment's name")
+        parser.add_argument("--team", help="the team it goes to (the owner's; needed when they are in several)")
 
     def handle(self, *args, **options):
         owner = get_user_model().objects.filter(username=options["owner"]).first()
         if owner is None:
             raise CommandError(f"There is no user {options['owner']!r}.")
+        team = Group.objects.filter(name=options["team"]).first() if options["team"] else None
+        if options["team"] and team is None:
+            raise CommandError(f"There is no team {options['team']!r}.")
         files = [file for path in map(Path, options["paths"]) for file in self._files(path)]
         try:
             read = bench_files.bench_files_read([(file.name, file.read_bytes()) for file in files])
-            experiment = imports.experiment_import(owner=owner, name=options["name"], files=read)
-        except bench_files.BenchFileRefused as refused:
+            experiment = imports.experiment_import(owner=owner, name=options["name"], files=read, team=team)
+        except (bench_files.BenchFileRefused, teams.TeamRefused) as refused:
             raise CommandError(f"nothing imported:\n{refused}") from None
         self.stdout.write(f"imported {len(read)} files as experiment {experiment.pk}")
 

@@ -22,7 +22,7 @@ class LocalApi:
 
     def submit(self, spec: dict) -> dict:
         try:
-            submission = submission_from_spec(spec)
+            submission = submission_from_spec(spec, user=self.owner)
         except SpecInvalid as invalid:
             raise specdash_client.Refused(invalid.messages) from None
         experiment = services.experiment_create(owner=self.owner, arms=submission.arms, **submission.fields)
@@ -30,7 +30,7 @@ class LocalApi:
 
     def _get(self, experiment_id: int) -> Experiment:
         try:
-            return Experiment.objects.get(pk=experiment_id)
+            return Experiment.objects.visible_to(self.owner).get(pk=experiment_id)
         except Experiment.DoesNotExist:
             raise specdash_client.Refused([f"There is no experiment {experiment_id}."]) from None
 
