@@ -6,21 +6,24 @@ takes every new user and, through migration 0013, everything that existed before
 import json
 import urllib.error
 import urllib.request
+from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
 from experiments import decisions, teams
 from experiments.decisions import DecisionSpec
-from experiments.models import Decision, Experiment, UploadedPromptSet
+from experiments.models import Decision, Experiment, SpeedupEstimate, UploadedPromptSet
 from experiments.prompt_sets import prompt_set_upload
 from experiments.prompt_uploads import prompt_file_read
 from tests.factories import ExperimentFactory, UserFactory, form_data, seed_finished_experiment
@@ -275,6 +278,19 @@ def test_a_user_in_no_team_is_told_how_to_get_one(celery_dispatch):
     assert not Experiment.objects.exists()
 
 
+def test_an_import_goes_to_the_team_named_and_is_refused_for_a_team_not_ones_own(red, blue):
+    _member("dana", red, blue)
+    bench = str(Path(__file__).resolve().parent / "fixtures" / "vllm_bench")
+
+    with pytest.raises(CommandError, match="Choose a team: you are in blue, red"):
+        call_command("import_bench", bench, owner="dana", name="unnamed")
+    with pytest.raises(CommandError, match=f"You are not in the team “{teams.DEFAULT_TEAM}”"):
+        call_command("import_bench", bench, owner="dana", name="foreign", team=teams.DEFAULT_TEAM)
+    call_command("import_bench", bench, owner="dana", name="imported", team="blue")
+
+    assert Experiment.objects.get().team == blue
+
+
 # ---------------------------------------------------------------- prompt sets
 
 
@@ -388,6 +404,32 @@ def test_each_team_has_its_own_final_decision_for_a_service(alice, carol, bob, b
         decisions.decision_approve(decision=_proposal(author, cited), by=reviewer, version=1)
 
     assert Decision.objects.filter(service="red-chat", state=Decision.State.FINAL).count() == 2
+
+
+def _finished_days_ago(days: float, team, owner) -> Experiment:
+    experiment = seed_finished_experiment(owner=owner, team=team)
+    Experiment.objects.filter(pk=experiment.pk).update(finished_at=timezone.now() - timedelta(days=days))
+    experiment.refresh_from_db()
+    return experiment
+
+
+def test_another_teams_experiment_never_flags_a_decision(alice, carol, bob, red, blue):
+    cited = _finished_days_ago(10, red, alice)
+    spec = DecisionSpec(
+        service="chat", kind=Decision.Kind.DEPLOY, arm=cited.arms.get(label="n-gram k=4"), max_concurrency=4,
+        metric="tpot", rationale="Faster.", evidence=[cited],
+    )  # fmt: skip
+    blue_newer = _finished_days_ago(1, blue, bob)
+    SpeedupEstimate.objects.filter(arm__experiment=blue_newer, arm__label="n-gram k=4").update(outcome="slower")
+
+    decision = decisions.decision_approve(decision=decisions.decision_propose(by=alice, spec=spec), by=carol, version=1)
+    assert decisions.decisions_flag_contradicted(experiment=blue_newer) == []
+    decision.refresh_from_db()
+    assert not decision.is_flagged
+
+    red_newer = _finished_days_ago(1, red, carol)
+    SpeedupEstimate.objects.filter(arm__experiment=red_newer, arm__label="n-gram k=4").update(outcome="slower")
+    assert decisions.decisions_flag_contradicted(experiment=red_newer) == [decision]
 
 
 def test_the_notices_name_the_teams_proposals_only(alice, carol, bob, experiment):
