@@ -10,13 +10,14 @@ A decision belongs to the team of the experiments it cites: its author must be i
 and every cited experiment must belong to it (a decision citing no experiment goes to the
 author's only team).
 
-Contradiction. A newer experiment of the decision's team is on "the same service and configuration" as a final
-decision when it ran the decision's target model on the same worker queue (the service's
-hardware pool), with the same workload (kind and prompt set) and the same sampling regime
-(greedy or sampled), and has an arm with the decision's --speculative-config exactly; it
-is newer when it finished after every experiment the decision cites. vLLM version, host,
-levels and blocks may differ: a new runtime saying otherwise is what a review must see.
-Its verdicts on the decision's metric contradict
+Contradiction. A newer experiment of the decision's team is on "the same service and
+configuration" as a final decision when it ran the decision's target model on the same
+worker queue (the service's hardware pool), with the same workload (kind and prompt set)
+and the same sampling regime (greedy or sampled), and has an arm with the decision's
+--speculative-config exactly; it is newer when it finished after every experiment the
+decision cites. vLLM version, host, levels and blocks may differ: a new runtime saying
+otherwise is what a review must see. Another team's experiments never flag it: its members
+could not open them. Its verdicts on the decision's metric contradict
 - "deploy up to N" when the arm is called slower at any level up to N;
 - "do not deploy" when the arm is called faster at every level it measured (up to N, if
   the decision names one): it now pays wherever the service runs;
