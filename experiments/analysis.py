@@ -10,7 +10,7 @@ from collections import defaultdict
 
 from django.db import transaction
 
-from experiments import breakdowns, inference, stats, verdicts
+from experiments import breakdowns, inference, stats, steps, verdicts
 from experiments.models import (
     Arm,
     EnvironmentSnapshot,
@@ -30,6 +30,11 @@ VERDICT_METRICS = (Metric.TPOT, Metric.E2E, Metric.OUTPUT_THROUGHPUT)
 ALONG_OUTPUT_BUCKET_TOKENS = 8
 CDF_POINTS = 51
 LOW_ACHIEVED_CONCURRENCY = 0.9
+# A request's fields in the order of steps.RequestSteps.
+STEP_COLUMNS = (
+    "run__arm_id", "run__concurrency", "run__repetition", "output_tokens", "ttft_ms", "e2e_ms",
+    "spec_accepted_per_step",
+)  # fmt: skip
 
 
 # ---------------------------------------------------------------- reading the runs
@@ -300,6 +305,25 @@ def _extrapolated_series(experiment, baseline, arms, cells) -> dict:
     return series
 
 
+def _step_accounting(experiment: Experiment, baseline: Arm, compared: list[Arm]) -> dict:
+    """Steps, tokens per step and step time per arm and level, the relative cost of a step
+    against the baseline's and by how much tokens per step exceed it (experiments/steps.py)."""
+    speculative = {arm.id for arm in compared if arm.is_speculative}
+    rows = (
+        RequestRecord.objects.filter(run__experiment=experiment, run__status=Run.Status.SUCCEEDED, error="")
+        .order_by("run_id", "prompt_index")
+        .values_list(*STEP_COLUMNS)
+    )
+    requests = (steps.RequestSteps(*row, speculative=row[0] in speculative) for row in rows.iterator(chunk_size=5000))
+    accounting = steps.step_accounting(requests, baseline=baseline.id, arms=[arm.id for arm in compared])
+    sentences = [
+        {"arm_id": arm.id, "text": steps.sentence(arm.label, [row for row in accounting if row.arm == arm.id])}
+        for arm in compared
+        if any(row.arm == arm.id for row in accounting)
+    ]
+    return {"rows": [row.as_json() for row in accounting], "sentences": sentences}
+
+
 # ---------------------------------------------------------------- warnings
 
 
@@ -400,6 +424,7 @@ def experiment_analyse(*, experiment: Experiment) -> ExperimentAnalysis:
     series = (
         _per_request_series(experiment)
         | {"predicted": _extrapolated_series(experiment, baseline, speculative, cells)}
+        | {"step_accounting": _step_accounting(experiment, baseline, compared)}
         | breakdowns.breakdown_series(experiment, runs, baseline, compared)
     )
     labels = {arm.id: arm.label for arm in arms}

@@ -149,6 +149,20 @@ class GridCell:
 
 
 @dataclass(frozen=True)
+class StepInterval:
+    """A stored step-accounting estimate (experiments/steps.py) in the shape the ratio cells read."""
+
+    point: float | None
+    ci_low: float | None
+    ci_high: float | None
+    note: str = ""
+
+    @classmethod
+    def from_json(cls, data: dict | None) -> "StepInterval | None":
+        return None if data is None else cls(data["point"], data["lo"], data["hi"], data["note"])
+
+
+@dataclass(frozen=True)
 class Results:
     arms: list[ArmStyle]
     levels: list[int]
@@ -227,6 +241,28 @@ class Results:
     def along_output_merged(self) -> int:
         series = self.analysis.series.get("along_output_merged", {}) if self.analysis else {}
         return sum(series.values())
+
+    @property
+    def step_rows(self) -> list[tuple[ArmStyle, dict, StepInterval | None, StepInterval | None]]:
+        """(arm, stored row, relative cost, margin) per arm and level, baseline first."""
+        accounting = self.analysis.series.get("step_accounting", {}) if self.analysis else {}
+        by_id = {arm.id: arm for arm in self.arms}
+        return [
+            (
+                by_id[row["arm_id"]],
+                row,
+                StepInterval.from_json(row["relative_cost"]),
+                StepInterval.from_json(row["margin"]),
+            )
+            for row in accounting.get("rows", [])
+            if row["arm_id"] in by_id
+        ]
+
+    @property
+    def step_sentences(self) -> list[tuple[ArmStyle, str]]:
+        accounting = self.analysis.series.get("step_accounting", {}) if self.analysis else {}
+        by_id = {arm.id: arm for arm in self.arms}
+        return [(by_id[s["arm_id"]], s["text"]) for s in accounting.get("sentences", []) if s["arm_id"] in by_id]
 
     @property
     def fidelity_rows(self) -> list[tuple[ArmStyle, dict]]:

@@ -18,7 +18,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from experiments import stats, verdicts
+from experiments import stats
 
 
 @dataclass(frozen=True)
@@ -181,15 +181,24 @@ def _percent(margin: float) -> str:
     return f"{margin - 1:+.0%}".replace("-", "−")
 
 
+def _outcome(margin: stats.RatioEstimate) -> str:
+    if not margin.has_interval:
+        return " (one block: no interval)"
+    interval = f" [{_percent(margin.lo)}, {_percent(margin.hi)}]"
+    if margin.lo > 1:
+        return f"{interval}, so the extra tokens pay for the dearer step"
+    if margin.hi < 1:
+        return f"{interval}, so they do not pay for it"
+    return f"{interval}, not told apart from break-even"
+
+
 def _clause(row: StepRow) -> str:
     cost, margin = row.relative_cost, row.margin
+    cost_interval = f" [{cost.lo:.2f}, {cost.hi:.2f}]" if cost.has_interval else ""
     ahead = "more" if margin.point >= 1 else "less"
-    interval = (
-        f" [{_percent(margin.lo)}, {_percent(margin.hi)}]" if margin.has_interval else " (one block: no interval)"
-    )
     return (
-        f"at concurrency {row.level} a step costs {verdicts.figure(cost)} a baseline step and yields "
-        f"{row.tokens_per_step:.2f} tokens, {abs(margin.point - 1):.0%} {ahead} than its cost{interval}"
+        f"at concurrency {row.level} a step costs {cost.point:.2f} baseline steps{cost_interval} and yields "
+        f"{row.tokens_per_step:.2f} tokens, {abs(margin.point - 1):.0%} {ahead} than it costs{_outcome(margin)}"
     )
 
 

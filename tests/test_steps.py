@@ -2,11 +2,17 @@
 then what the analysis stores, what the experiment page shows and what the API returns."""
 
 import math
+from html import unescape
 
 import pytest
+from django.urls import reverse
 
 from experiments import stats, steps
+from experiments.analysis import experiment_analyse
+from experiments.models import Arm, Experiment
 from experiments.steps import RequestSteps
+from tests.api_helpers import token_client
+from tests.factories import ArmFactory, ExperimentFactory, RequestRecordFactory, RunSummaryFactory
 
 BASE, NGRAM = 1, 2
 
@@ -101,8 +107,10 @@ def test_a_level_without_baseline_has_no_cost():
 def test_sentence_says_by_how_much_the_yield_exceeds_the_cost():
     row = _rows()[(NGRAM, 1)]
     text = steps.sentence("n-gram k=4", [row])
-    assert text.startswith("n-gram k=4: at concurrency 1 a step costs 1.27× [")
-    assert "a baseline step and yields 1.64 tokens, 29% more than its cost [" in text
+    assert text == (
+        "n-gram k=4: at concurrency 1 a step costs 1.27 baseline steps [0.60, 2.69] and yields 1.64 tokens, "
+        "29% more than it costs [−52%, +242%], not told apart from break-even."
+    )
 
 
 def test_sentence_when_the_yield_falls_short():
@@ -110,8 +118,9 @@ def test_sentence_when_the_yield_falls_short():
     row = {r.arm: r for r in steps.step_accounting(records, baseline=BASE, arms=[NGRAM])}[NGRAM]
     # 7 steps in 280 ms: 40 ms a step, 4 baseline steps, for 10/7 tokens a step.
     assert row.margin.point == pytest.approx(10 / 7 / 4)
-    assert "a step costs 4.00× a baseline step and yields 1.43 tokens, 64% less than its cost" in steps.sentence(
-        "n-gram", [row]
+    assert steps.sentence("n-gram", [row]) == (
+        "n-gram: at concurrency 1 a step costs 4.00 baseline steps and yields 1.43 tokens, 64% less than it costs "
+        "(one block: no interval)."
     )
 
 
@@ -120,3 +129,91 @@ def test_json_round_trip_of_a_row():
     assert data["relative_cost"]["point"] == pytest.approx(math.sqrt(1.62))
     assert data["margin"]["block_ratios"] == pytest.approx([1.875 / 1.35, 10 / 7 / 1.2])
     assert _rows()[(BASE, 1)].as_json()["relative_cost"] is None
+
+
+# ---------------------------------------------------------------- stored, shown, served
+
+
+def _stored_experiment():
+    """RECORDS as request rows of a finished experiment, plus a failed request that would
+    change every figure if it counted."""
+    experiment = ExperimentFactory(concurrency_levels=[1], repetitions=2, status=Experiment.Status.FINISHED)
+    arms = {
+        BASE: ArmFactory(experiment=experiment, baseline=True, position=0),
+        NGRAM: ArmFactory(experiment=experiment, position=1, label="n-gram k=4", method=Arm.Method.NGRAM),
+    }
+    runs = {}
+    for number, record in enumerate(RECORDS):
+        key = (record.arm, record.block)
+        if key not in runs:
+            runs[key] = RunSummaryFactory(
+                run__arm=arms[record.arm], run__concurrency=1, run__repetition=record.block
+            ).run
+        RequestRecordFactory(
+            run=runs[key], prompt_index=number, output_tokens=record.output_tokens, ttft_ms=record.ttft_ms,
+            e2e_ms=record.e2e_ms, tpot_ms=stats.tpot_ms(record.ttft_ms, record.e2e_ms, record.output_tokens),
+            spec_accepted_per_step=record.accepted_per_step,
+        )  # fmt: skip
+    RequestRecordFactory(
+        run=runs[(NGRAM, 2)], prompt_index=99, e2e_ms=9000.0, spec_accepted_per_step=[], error="read timeout"
+    )
+    return experiment, arms
+
+
+@pytest.fixture
+def stored(db):
+    experiment, arms = _stored_experiment()
+    analysis = experiment_analyse(experiment=experiment)
+    return experiment, arms, analysis.series["step_accounting"]
+
+
+def test_the_analysis_stores_the_accounting_without_failed_requests(stored):
+    _, arms, accounting = stored
+    rows = {row["arm_id"]: row for row in accounting["rows"]}
+    arm, base = rows[arms[NGRAM].id], rows[arms[BASE].id]
+    assert (arm["blocks"], arm["requests"], arm["steps"]) == (2, 3, 15)
+    assert arm["step_ms"] == pytest.approx(18.0)
+    assert arm["relative_cost"]["block_ratios"] == pytest.approx([1.35, 1.2])
+    assert arm["margin"]["point"] == pytest.approx(math.sqrt(1.875 / 1.35 * 10 / 7 / 1.2))
+    assert (base["steps"], base["relative_cost"]) == (25, None)
+    assert accounting["sentences"] == [
+        {"arm_id": arms[NGRAM].id, "text": steps.sentence("n-gram k=4", [_rows()[(NGRAM, 1)]])}
+    ]
+
+
+def test_the_page_shows_the_accounting(stored, logged_in_client):
+    experiment, _, accounting = stored
+    html = logged_in_client.get(reverse("experiments:detail", args=[experiment.pk])).content.decode()
+    table = html[html.index('id="table-steps"') :]
+    for row in accounting["rows"]:
+        for value in (row["steps"], row["tokens_per_step"], row["step_ms"]):
+            assert f'data-value="{value!r}"' in table
+    arm = next(row for row in accounting["rows"] if row["margin"])
+    cost, margin = arm["relative_cost"], arm["margin"]
+    assert f'data-tsv="{cost["point"]!r}\t{cost["lo"]!r}\t{cost["hi"]!r}"' in table
+    assert f'data-value="{margin["point"]!r}"' in table
+    assert unescape(accounting["sentences"][0]["text"]) in unescape(html)
+    assert "Relative cost</dt>" in html
+
+
+def test_the_api_returns_the_same_numbers(stored, user):
+    experiment, _, accounting = stored
+    body = token_client(user).get(reverse("api:experiment-results", args=[experiment.pk])).json()
+    assert body["series"]["step_accounting"] == accounting
+
+
+@pytest.mark.parametrize(
+    ("arm_decode_ms", "outcome"),
+    [
+        ((70.0, 72.0, 74.0), ", so the extra tokens pay for the dearer step."),
+        ((140.0, 150.0, 160.0), ", so they do not pay for it."),
+    ],
+)
+def test_sentence_says_whether_the_interval_clears_break_even(arm_decode_ms, outcome):
+    # Every block: the baseline's 10 steps take 100 ms; the arm's 7 steps (10/7 tokens a step) take arm_decode_ms.
+    records = [_request(BASE, block, 11, 50.0, 150.0) for block in (1, 2, 3)] + [
+        _request(NGRAM, block, 11, 50.0, 50.0 + ms, [2, 1]) for block, ms in zip((1, 2, 3), arm_decode_ms, strict=True)
+    ]
+    row = {r.arm: r for r in steps.step_accounting(records, baseline=BASE, arms=[NGRAM])}[NGRAM]
+    assert row.relative_cost.block_ratios == pytest.approx(tuple(ms / 7 / 10 for ms in arm_decode_ms))
+    assert steps.sentence("n-gram", [row]).endswith(outcome)

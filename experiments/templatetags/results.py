@@ -40,20 +40,26 @@ def _spread_td(spread, decimals: int) -> str:
     )
 
 
-def _interval_td(estimate, decimals: int) -> str:
+def _ratio_td(estimate, decimals: int, outcome: str | None = None) -> str:
+    """A ratio with its 95% interval (or its note) under it; with `outcome`, the verdict's word too."""
+    words = [] if outcome is None else [escape(outcome)]
     if estimate is None or estimate.point is None:
-        outcome = escape(estimate.outcome) if estimate is not None else ""
-        return f'<td class="num" data-value="" data-tsv="\t\t\t{outcome}">{DASH}</td>'
-    outcome = escape(estimate.outcome)
-    tsv = "\t".join([*(_exact(v) for v in (estimate.point, estimate.ci_low, estimate.ci_high)), outcome])
+        empty = "\t".join(["", "", "", *words])
+        return f'<td class="num" data-value="" data-tsv="{empty}">{DASH}</td>'
+    tsv = "\t".join([*(_exact(v) for v in (estimate.point, estimate.ci_low, estimate.ci_high)), *words])
     if estimate.ci_low is None:
         interval = escape(estimate.note or "no interval")
     else:
         interval = f"[{_shown(estimate.ci_low, decimals)}, {_shown(estimate.ci_high, decimals)}]"
+    word = "".join(f'<span class="outcome-word">{w}</span>' for w in words)
     return (
         f'<td class="num" data-value="{_exact(estimate.point)}" data-tsv="{tsv}">{_shown(estimate.point, decimals)}×'
-        f'<span class="range">{interval}</span><span class="outcome-word">{outcome}</span></td>'
+        f'<span class="range">{interval}</span>{word}</td>'
     )
+
+
+def _interval_td(estimate, decimals: int) -> str:
+    return _ratio_td(estimate, decimals, estimate.outcome if estimate is not None else "")
 
 
 @register.simple_tag
@@ -86,6 +92,13 @@ def interval_tds(*estimates, decimals=3):
 
 
 @register.simple_tag
+def ratio_tds(*estimates, decimals=3):
+    """Per ratio that is not a verdict's (point, ci_low, ci_high, note): the point with its 95%
+    interval, or the note, under it; copied as point, low and high."""
+    return mark_safe("".join(_ratio_td(estimate, decimals) for estimate in estimates))
+
+
+@register.simple_tag
 def spread_ths(*labels):
     return mark_safe(
         "".join(
@@ -96,16 +109,19 @@ def spread_ths(*labels):
     )
 
 
+def _ratio_th(label: str, copied: list[str]) -> str:
+    tsv = "\t".join(escape(f"{label}{suffix}") for suffix in copied)
+    return f'<th class="num" data-tsv="{tsv}">{escape(label)}</th>'
+
+
 @register.simple_tag
 def interval_ths(*labels):
-    return mark_safe(
-        "".join(
-            f'<th class="num" data-tsv="{escape(label)} speedup\t{escape(label)} 95% low\t{escape(label)} 95% high'
-            f'\t{escape(label)} verdict">'
-            f"{escape(label)}</th>"
-            for label in labels
-        )
-    )
+    return mark_safe("".join(_ratio_th(label, [" speedup", " 95% low", " 95% high", " verdict"]) for label in labels))
+
+
+@register.simple_tag
+def ratio_ths(*labels):
+    return mark_safe("".join(_ratio_th(label, ["", " 95% low", " 95% high"]) for label in labels))
 
 
 class _PartialNode(template.Node):
