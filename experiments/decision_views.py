@@ -23,8 +23,12 @@ def _get_decision(request, pk: int) -> Decision:
         raise Http404("No such decision.") from None
 
 
-def _experiments(request, ids: list[int]) -> list[Experiment]:
-    found = Experiment.objects.visible_to(request.user).prefetch_related("arms").in_bulk(ids)
+def _experiments(request, ids: list[int], *, team_id: int | None = None) -> list[Experiment]:
+    """The experiments the user may see (of one team when editing that team's decision)."""
+    visible = Experiment.objects.visible_to(request.user)
+    if team_id is not None:
+        visible = visible.filter(team=team_id)
+    found = visible.prefetch_related("arms").in_bulk(ids)
     return [found[i] for i in ids if i in found]
 
 
@@ -86,7 +90,8 @@ def decision_edit(request, pk: int):
         raise PermissionDenied("Only the author may edit a proposal, and only while it is proposed.")
     initial = DecisionForm.initial_from(decision)
     ids = list(dict.fromkeys([*initial["evidence"], *_url_ids(request, "experiments")]))
-    form = DecisionForm(request.POST or None, experiments=_experiments(request, ids), initial=initial)
+    experiments = _experiments(request, ids, team_id=decision.team_id)
+    form = DecisionForm(request.POST or None, experiments=experiments, initial=initial)
     version = DecisionActionForm(request.POST or None, initial={"version": decision.version})
     if request.method == "POST" and form.is_valid() and version.is_valid():
         try:

@@ -397,6 +397,20 @@ def test_a_decision_cites_experiments_of_one_team(red, blue, experiment, bob):
     assert not Decision.objects.exists()
 
 
+def test_an_edit_cites_experiments_of_the_decisions_team_only(red, blue, experiment, bob):
+    both = _member("dana", red, blue)
+    decision = _proposal(both, experiment)
+    blue_experiment = seed_finished_experiment(owner=bob, team=blue)
+    edit = reverse("experiments:decision_edit", args=[decision.pk])
+    data = {"service": "chat", "kind": "needs_more_data", "evidence": [blue_experiment.pk], "metric": "tpot",
+            "rationale": "x", "version": 1}  # fmt: skip
+
+    response = _client(both).post(f"{edit}?experiments={blue_experiment.pk}", data)
+
+    assert response.status_code == 400
+    assert list(decision.citations.values_list("experiment_id", flat=True)) == [experiment.pk]
+
+
 def test_each_team_has_its_own_final_decision_for_a_service(alice, carol, bob, blue, experiment):
     dave = _member("dave", blue)
     blue_experiment = seed_finished_experiment(owner=bob, team=blue)
