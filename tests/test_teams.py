@@ -175,6 +175,12 @@ def test_a_member_opens_the_teams_experiment(carol, experiment, name):
     assert response.status_code == 200
 
 
+def test_the_experiment_page_names_its_team(carol, experiment):
+    page = _client(carol).get(reverse("experiments:detail", args=[experiment.pk])).content.decode()
+
+    assert '<span id="experiment-team">red</span>' in page
+
+
 def test_a_member_downloads_the_csv_and_an_outsider_gets_none(carol, bob, experiment):
     url = reverse("experiments:requests_csv", args=[experiment.pk])
 
@@ -352,6 +358,8 @@ def test_decisions_are_seen_and_reviewed_by_their_team_only(alice, carol, bob, e
     assert decision.team == experiment.team
 
     assert "red-chat" in _client(carol).get(reverse("experiments:decisions")).content.decode()
+    page = _client(carol).get(reverse("experiments:decision", args=[decision.pk])).content.decode()
+    assert '<span id="decision-team">red</span>' in page
     assert "red-chat" not in _client(bob).get(reverse("experiments:decisions")).content.decode()
     assert _client(bob).get(reverse("experiments:decision", args=[decision.pk])).status_code == 404
     assert _client(bob).get(reverse("experiments:decision_edit", args=[decision.pk])).status_code == 404
