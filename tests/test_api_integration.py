@@ -4,6 +4,7 @@ exit status, and the API's numbers are the experiment page's."""
 
 import json
 import re
+from html import unescape
 
 import pytest
 from django.conf import settings
@@ -11,7 +12,7 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
-from experiments.models import Experiment
+from experiments.models import Arm, Experiment, ExperimentAnalysis
 from scripts import specdash_client
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -66,3 +67,20 @@ def _check_api_numbers_equal_the_pages(experiment, user, token):
         )  # fmt: skip
     requests = api.get(reverse("api:experiment-requests", args=[experiment.pk])).json()
     assert requests["count"] == 2 * SPEC["num_prompts"]
+    _check_step_accounting(experiment, body, html)
+
+
+def _check_step_accounting(experiment, body, html):
+    """The n-gram arm's steps were counted and timed against the baseline's, and the page and
+    the API show the stored figures."""
+    accounting = ExperimentAnalysis.objects.get(experiment=experiment).series["step_accounting"]
+    arm = experiment.arms.get(method=Arm.Method.NGRAM)
+    row = next(row for row in accounting["rows"] if row["arm_id"] == arm.id)
+    assert row["steps"] > 0
+    assert row["tokens_per_step"] >= 1
+    assert row["step_ms"] > 0
+    assert row["baseline_step_ms"] > 0
+    assert row["relative_cost"]["point"] == pytest.approx(row["step_ms"] / row["baseline_step_ms"])
+    assert row["margin"]["point"] == pytest.approx(row["tokens_per_step"] / row["relative_cost"]["point"])
+    assert body["series"]["step_accounting"] == accounting
+    assert unescape(accounting["sentences"][0]["text"]) in unescape(html)
