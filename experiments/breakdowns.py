@@ -13,7 +13,7 @@ experiments/analysis.py stores breakdown_series() in the analysis' chart series.
 from collections import defaultdict
 from dataclasses import replace
 
-from experiments import inference, verdicts
+from experiments import inference, verdicts, workloads
 from experiments.models import Arm, Experiment, RequestRecord, Run
 
 TPOT = "tpot"
@@ -26,7 +26,9 @@ def categories_by_prompt(experiment: Experiment) -> dict[int, str]:
     prompt_set = experiment.uploaded_prompt_set
     if prompt_set is None or not prompt_set.categories:
         return {}
-    return dict(enumerate(prompt_set.item_categories()))
+    categories = prompt_set.item_categories()
+    selection = workloads.uploaded_selection(prompt_set, experiment.input_lengths)
+    return {prompt: categories[item] for prompt, item in enumerate(selection)}
 
 
 def length_bucket(tokens: int) -> str:

@@ -68,7 +68,7 @@ def protocol_of(experiment: Experiment, snapshots: list[dict]) -> Protocol:
     workload = (
         f"synthetic prompts of {e.input_lengths or e.synthetic_input_len} words"
         if e.workload_kind == Experiment.WorkloadKind.SYNTHETIC
-        else f"prompt set {e.prompt_set}"
+        else f"prompt set {e.prompt_set}" + (f", its prompts of {e.input_lengths} words" if e.input_lengths else "")
     ) + (" through the chat endpoint" if e.endpoint == Experiment.Endpoint.CHAT else "")
     return Protocol(
         label=f"#{e.pk} {e.name}", target_model=e.target_model, dtype=e.dtype, max_model_len=e.max_model_len,

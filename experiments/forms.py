@@ -255,7 +255,10 @@ class ExperimentForm(TeamForm):
         max_length=200,
         required=False,
         label="Input lengths (words)",
-        help_text="Optional, instead of one length: 16-256 (uniform) or 16:3, 128:5, 1024:2 (length:weight).",
+        help_text=(
+            "Optional. Synthetic: instead of one length, 16-256 (uniform) or 16:3, 128:5, 1024:2 (length:weight). "
+            "Uploaded set: a length or a range (100-400) sends only the set's prompts of that many words."
+        ),
     )
     max_tokens = forms.IntegerField(min_value=1, max_value=1_048_576, initial=128, label="Output length (max_tokens)")
     num_prompts = forms.IntegerField(
@@ -387,7 +390,7 @@ class ExperimentForm(TeamForm):
         if cleaned.get("workload_kind") != Experiment.WorkloadKind.UPLOADED:
             _drop_errors(self, ["uploaded_prompt_set"])
             cleaned["uploaded_prompt_set"] = None
-        if cleaned.get("workload_kind") != Experiment.WorkloadKind.SYNTHETIC:
+        if cleaned.get("workload_kind") not in (Experiment.WorkloadKind.SYNTHETIC, Experiment.WorkloadKind.UPLOADED):
             _drop_errors(self, ["input_lengths"])
             cleaned["input_lengths"] = ""
         self._check_fits_model_len(cleaned)
@@ -480,11 +483,17 @@ class ExperimentForm(TeamForm):
             )
             return
         cleaned["prompt_set"], cleaned["prompt_set_hash"] = str(prompt_set)[:64], prompt_set.sha256
+        try:
+            available = len(workloads.uploaded_selection(prompt_set, cleaned.get("input_lengths", "")))
+        except ValueError as error:
+            self.add_error("input_lengths", str(error))
+            return
+        of_length = f" of {cleaned['input_lengths']} words" if cleaned.get("input_lengths") else ""
         warmup, measured = cleaned.get("warmup_requests"), cleaned.get("num_prompts")
-        if warmup is not None and measured is not None and warmup + measured > prompt_set.prompt_count:
+        if warmup is not None and measured is not None and warmup + measured > available:
             self.add_error(
-                "num_prompts",
-                f"The prompt set “{prompt_set}” has {prompt_set.prompt_count} prompts, but {warmup} warm-up and "
+                "input_lengths" if of_length else "num_prompts",
+                f"The prompt set “{prompt_set}” has {available} prompts{of_length}, but {warmup} warm-up and "
                 f"{measured} measured requests need {warmup + measured} distinct ones (no prompt is sent twice in a "
                 "run). Lower the prompts per level or the warm-up requests.",
             )
@@ -526,7 +535,8 @@ class ExperimentForm(TeamForm):
         count = (cleaned.get("warmup_requests") or 0) + (cleaned.get("num_prompts") or 0)
         uploaded = cleaned.get("uploaded_prompt_set")
         if uploaded is not None:
-            return max((len(prompt.split()) for prompt in uploaded.prompts()[:count]), default=0)
+            selection = workloads.uploaded_selection(uploaded, cleaned.get("input_lengths", ""))[:count]
+            return max((len(uploaded.items[index]["prompt"].split()) for index in selection), default=0)
         return workloads.longest_prompt_words(cleaned["prompt_set"], count)
 
     def experiment_fields(self) -> dict:

@@ -1,6 +1,9 @@
 """Input-length distributions for synthetic workloads: every prompt the same length, lengths
 drawn uniformly from a range, or from a histogram of lengths with weights.
 
+An uploaded set has lengths of its own; there a length or a range selects the set's prompts
+of that many words (workloads.uploaded_selection).
+
 Written as the form takes it, in words (synthetic prompts are words; each is at least one
 token): "64" (fixed), "16-256" (uniform), "16:3, 128:5, 1024:2" (16 words with weight 3, ...).
 Free of Django, like experiments/workloads.py, which draws the prompts.
@@ -27,6 +30,16 @@ class LengthDistribution:
     @property
     def longest(self) -> int:
         return max(self.lengths)
+
+    def word_range(self) -> tuple[int, int]:
+        """The lengths an uploaded set's prompts are selected by: one length, or a range. A
+        histogram cannot select from prompts whose lengths are already given."""
+        if self.weights:
+            raise ValueError(
+                "For an uploaded set, give one length or a range (e.g. 100-400): the set's prompts of that many "
+                "words are sent, in file order."
+            )
+        return self.shortest, self.longest
 
     def draw(self, count: int, seed: int) -> list[int]:
         """`count` lengths, the same for a seed (and the first n independent of `count`)."""

@@ -180,7 +180,7 @@ def experiment_prompts(experiment) -> list[str]:
             raise ValueError(shortfall)
         return list(get_prompt_set(experiment.prompt_set).prompts[:count])
     if experiment.workload_kind == UPLOADED:
-        return uploaded_prompts(experiment.uploaded_prompt_set, count)
+        return uploaded_prompts(experiment.uploaded_prompt_set, count, input_lengths=experiment.input_lengths)
     if experiment.workload_kind == SYNTHETIC:
         if experiment.input_lengths:
             lengths = parse_length_distribution(experiment.input_lengths).draw(count, experiment.seed)
@@ -193,15 +193,25 @@ def experiment_prompts(experiment) -> list[str]:
     )
 
 
-def uploaded_prompts(prompt_set, count: int) -> list[str]:
-    """The first `count` prompts of an uploaded set (a models.UploadedPromptSet), in file order;
-    chat messages are sent as their text. Its index in the file identifies a prompt, as for a
-    built-in set."""
+def uploaded_selection(prompt_set, input_lengths: str = "") -> list[int]:
+    """Which items of an uploaded set (a models.UploadedPromptSet) an experiment may send, by
+    their index in the file, in file order: every item, or with `input_lengths` (one length or
+    a range, in words) those whose prompt has that many words. ValueError for a histogram."""
+    if not input_lengths:
+        return list(range(prompt_set.prompt_count))
+    low, high = parse_length_distribution(input_lengths).word_range()
+    return [index for index, item in enumerate(prompt_set.items) if low <= len(item["prompt"].split()) <= high]
+
+
+def uploaded_prompts(prompt_set, count: int, *, input_lengths: str = "") -> list[str]:
+    """The first `count` prompts of an uploaded set's selection (uploaded_selection); chat
+    messages are sent as their text. A prompt's index in this list identifies it in every run."""
     if prompt_set is None:
         raise ValueError("An uploaded workload needs its prompt set.")
-    if count > prompt_set.prompt_count:
-        raise ValueError(f"The prompt set {prompt_set} has {prompt_set.prompt_count} prompts; a run needs {count}.")
-    return prompt_set.prompts()[:count]
+    selection = uploaded_selection(prompt_set, input_lengths)
+    if count > len(selection):
+        raise ValueError(f"The prompt set {prompt_set} has {len(selection)} prompts to send; a run needs {count}.")
+    return [prompt_set.items[index]["prompt"] for index in selection[:count]]
 
 
 def experiment_requests(experiment) -> list:
@@ -213,5 +223,6 @@ def experiment_requests(experiment) -> list:
         return prompts
     uploaded = experiment.uploaded_prompt_set if experiment.workload_kind == UPLOADED else None
     if uploaded is not None and uploaded.has_messages:
-        return [item["messages"] for item in uploaded.items[: len(prompts)]]
+        selection = uploaded_selection(uploaded, experiment.input_lengths)[: len(prompts)]
+        return [uploaded.items[index]["messages"] for index in selection]
     return [[{"role": "user", "content": prompt}] for prompt in prompts]

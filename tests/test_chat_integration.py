@@ -1,6 +1,7 @@
 """The chat endpoint through the real parts: a JSONL set of chat messages with categories,
 uploaded and run through /v1/chat/completions on the demo target (which gets specdash's plain
-chat template), measured like completions, with per-request speculative metrics."""
+chat template), measured like completions, with per-request speculative metrics; only the
+set's prompts in the experiment's input-length range are sent."""
 
 import json
 
@@ -25,10 +26,12 @@ def _chat_set(user):
         json.dumps(
             {
                 "messages": [{"role": "system", "content": "Edit the code."}, {"role": "user", "content": prompt}],
-                "category": "even" if index % 2 == 0 else "odd",
+                # The item's text is its messages' text: the system message's 3 words and the prompt's.
+                "category": f"{3 + len(prompt.split())} words",
             }
         )
-        for index, prompt in enumerate(get_prompt_set("code_edit").prompts[:6])
+        # 24, 26, 22, 25, 22, 29, 26, 17, 18, 34, 27 and 27 words.
+        for prompt in get_prompt_set("code_edit").prompts[:12]
     ]
     data = "\n".join(lines).encode()
     return prompt_set_upload(
@@ -41,7 +44,7 @@ def test_a_chat_set_runs_through_the_chat_endpoint(celery_worker_process, user):
     prompt_set = _chat_set(user)
     experiment = run_through_api(
         user, name="chat on vllm", workload_kind="uploaded", endpoint="chat", uploaded_prompt_set=prompt_set.pk,
-        num_prompts=4,
+        num_prompts=4, input_lengths="23-27",
     )  # fmt: skip
 
     assert experiment.status == Experiment.Status.FINISHED
@@ -60,4 +63,10 @@ def test_a_chat_set_runs_through_the_chat_endpoint(celery_worker_process, user):
     # Per-request speculative metrics arrive on the chat stream's last event, as on completions.
     assert any(row.spec_proposed_per_step for row in speculative)
     groups = experiment.analysis.series["by_category"]
-    assert [(group["group"], group["prompts"]) for group in groups] == [("even", 2), ("odd", 2)]
+    # Items 2, 4, 7 and 11 of the file (the first, 24 words, warms up); unfiltered, the
+    # measured items would have been of 26, 22, 25 and 22 words.
+    assert [(group["group"], group["prompts"]) for group in groups] == [
+        ("25 words", 1),
+        ("26 words", 2),
+        ("27 words", 1),
+    ]

@@ -1,12 +1,17 @@
 """Input-length distributions of synthetic workloads: the text the form takes, the lengths
 drawn, the prompts sent, and the form's checks."""
 
+import json
+
 import pytest
 from django.urls import reverse
 
 from experiments import workloads
+from experiments.breakdowns import categories_by_prompt
 from experiments.input_lengths import MAX_BINS, parse_length_distribution
 from experiments.models import Experiment
+from experiments.prompt_sets import prompt_set_upload
+from experiments.prompt_uploads import prompt_file_read
 from tests.factories import ExperimentFactory, form_data
 
 
@@ -115,7 +120,75 @@ def test_the_longest_length_must_fit_the_model_and_the_shortest_give_enough_prom
 
 
 @pytest.mark.django_db
-def test_a_built_in_workload_ignores_the_distribution(logged_in_client, celery_dispatch):
+def test_a_built_in_workload_ignores_the_input_lengths(logged_in_client, celery_dispatch):
     logged_in_client.post(reverse("experiments:create"), form_data(input_lengths="nonsense"))
 
     assert Experiment.objects.get().input_lengths == ""
+
+
+# ---------------------------------------------------------------- uploaded sets: a length range selects
+
+
+def _uploaded(user):
+    """20 prompts of 3 + i % 7 words, categories alternating code and prose."""
+    records = [
+        {"prompt": f"prompt number {i} " + "word " * (i % 7), "category": ("code", "prose")[i % 2]} for i in range(20)
+    ]
+    data = "\n".join(json.dumps(record) for record in records).encode()
+    return prompt_set_upload(
+        owner=user, name="traffic", file_name="t.jsonl", size_bytes=len(data), parsed=prompt_file_read("t", data)
+    )
+
+
+def _on_set(prompt_set, **overrides) -> dict:
+    fields = {"workload_kind": "uploaded", "prompt_set": "", "uploaded_prompt_set": str(prompt_set.pk)}
+    return form_data(**fields | {"num_prompts": "4", "concurrency_levels": "1", "warmup_requests": "2"} | overrides)
+
+
+@pytest.mark.django_db
+def test_a_range_sends_only_an_uploaded_sets_prompts_of_that_many_words(logged_in_client, user, celery_dispatch):
+    prompt_set = _uploaded(user)
+
+    logged_in_client.post(reverse("experiments:create"), _on_set(prompt_set, input_lengths="5-6"))
+
+    experiment = Experiment.objects.get()
+    # 5 or 6 words: i % 7 is 2 or 3.
+    chosen = [2, 3, 9, 10, 16, 17]
+    assert workloads.uploaded_selection(prompt_set, "5-6") == chosen
+    assert workloads.experiment_prompts(experiment) == [prompt_set.items[i]["prompt"] for i in chosen]
+    # A prompt's index is its place among those sent, and keeps its own category.
+    assert categories_by_prompt(experiment) == dict(enumerate(["code", "prose", "prose", "code", "code", "prose"]))
+    assert workloads.uploaded_selection(prompt_set, "9") == [6, 13]
+
+
+@pytest.mark.django_db
+def test_a_range_with_too_few_prompts_or_a_histogram_is_refused_for_an_uploaded_set(logged_in_client, user):
+    prompt_set = _uploaded(user)
+
+    too_few = logged_in_client.post(reverse("experiments:create"), _on_set(prompt_set, input_lengths="5"))
+    histogram = logged_in_client.post(reverse("experiments:create"), _on_set(prompt_set, input_lengths="5:1, 6:1"))
+
+    assert too_few.context["form"].errors["input_lengths"] == [
+        "The prompt set “traffic v1” has 3 prompts of 5 words, but 2 warm-up and 4 measured requests need 6 distinct "
+        "ones (no prompt is sent twice in a run). Lower the prompts per level or the warm-up requests."
+    ]
+    assert histogram.context["form"].errors["input_lengths"] == [
+        "For an uploaded set, give one length or a range (e.g. 100-400): the set's prompts of that many words are "
+        "sent, in file order."
+    ]
+    assert not Experiment.objects.exists()
+
+
+@pytest.mark.django_db
+def test_the_longest_selected_prompt_must_fit_the_model(logged_in_client, user):
+    prompt_set = _uploaded(user)
+
+    response = logged_in_client.post(
+        reverse("experiments:create"), _on_set(prompt_set, input_lengths="7-9", max_tokens="504", max_model_len="512")
+    )
+
+    # Items 4, 5, 6, 11, 12 and 13 are sent, the longest of 9 words (the first six items: 8).
+    assert response.context["form"].errors["max_tokens"] == [
+        "max_tokens (504) plus the longest prompt used (at least 9 tokens, one per word) must fit in the max model "
+        "length (512)."
+    ]

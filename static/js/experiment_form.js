@@ -51,7 +51,7 @@
     const checked = form.querySelector("input[name='workload_kind']:checked");
     const kind = checked ? checked.value : "";
     form.querySelectorAll("[data-workload]").forEach((field) => {
-      field.hidden = field.dataset.workload !== kind;
+      field.hidden = !field.dataset.workload.split(" ").includes(kind);
     });
   }
 
