@@ -106,7 +106,7 @@ def breakdown_series(experiment: Experiment, runs, baseline: Arm, compared: list
     length when they span several buckets."""
     kinds = (
         ("by_category", categories_by_prompt(experiment), str),
-        ("by_input_length", lengths_by_prompt(experiment), _bucket_order),
+        ("by_input_length", lengths_by_prompt(experiment), bucket_order),
     )
     measured = {prompt for run in runs for values in run.latencies.values() for prompt in values}
     series = {}
@@ -117,5 +117,6 @@ def breakdown_series(experiment: Experiment, runs, baseline: Arm, compared: list
     return series
 
 
-def _bucket_order(bucket: str) -> float:
+def bucket_order(bucket: str) -> float:
+    """Sort key of a length_bucket: its lower bound."""
     return float(bucket.split("–")[0]) if bucket[0].isdigit() else float("inf")

@@ -33,5 +33,6 @@ def prompt_set_detail(request, pk: int):
         "versions": prompt_sets.prompt_set_versions(prompt_set=prompt_set),
         "most": max((b["count"] for b in prompt_set.length_histogram), default=1),
         "sample": prompt_set.items[:5],
+        "token_lengths": prompt_sets.prompt_set_token_lengths(prompt_set=prompt_set, user=request.user),
     }
     return render(request, "experiments/prompt_set.html", context)

@@ -1,11 +1,15 @@
 """Uploaded prompt sets: storing a version (the one write) and what the pages and the
 experiment form read. Files are read and checked by experiments/prompt_uploads.py."""
 
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+
 from django.db import transaction
 from django.db.models import QuerySet
 
-from experiments import teams
-from experiments.models import UploadedPromptSet
+from experiments import teams, workloads
+from experiments.breakdowns import bucket_order, length_bucket
+from experiments.models import Experiment, RequestRecord, Run, UploadedPromptSet
 from experiments.prompt_uploads import PromptFile
 
 
@@ -47,3 +51,44 @@ def prompt_set_versions(*, prompt_set: UploadedPromptSet) -> QuerySet[UploadedPr
     """Every version of the set's name in its team, newest first."""
     versions = UploadedPromptSet.objects.filter(team=prompt_set.team_id, name=prompt_set.name)
     return versions.defer("items").select_related("owner").order_by("-version")
+
+
+@dataclass(frozen=True)
+class TokenLengths:
+    """The set's prompts by length in tokens as one target's server counted them."""
+
+    model: str
+    endpoint: str
+    prompts: int  # distinct prompts of the set that were measured on this model and endpoint
+    buckets: list[tuple[str, int]]  # (input-length bucket, prompts), shortest first
+
+
+def prompt_set_token_lengths(*, prompt_set: UploadedPromptSet, user) -> list[TokenLengths]:
+    """Token lengths of the set's prompts from the requests recorded on it: the input tokens
+    each successful request's server counted (the chat endpoint counts the chat template's
+    tokens too), per target model and endpoint, over the experiments `user` may see. Only
+    prompts that were measured have a token length; the page says how many."""
+    experiments = {
+        experiment.pk: experiment
+        for experiment in Experiment.objects.visible_to(user)
+        .filter(uploaded_prompt_set=prompt_set)
+        .only("pk", "target_model", "endpoint", "input_lengths")
+    }
+    rows = (
+        RequestRecord.objects.filter(run__experiment__in=list(experiments), run__status=Run.Status.SUCCEEDED, error="")
+        .values_list("run__experiment_id", "prompt_index", "input_tokens")
+        .distinct()
+    )
+    tokens: dict[tuple[str, str], dict[int, int]] = defaultdict(dict)
+    selections: dict[int, list[int]] = {}
+    for experiment_id, prompt, count in rows:
+        experiment = experiments[experiment_id]
+        if experiment_id not in selections:
+            selections[experiment_id] = workloads.uploaded_selection(prompt_set, experiment.input_lengths)
+        tokens[(experiment.target_model, experiment.endpoint)][selections[experiment_id][prompt]] = count
+    result = []
+    for (model, endpoint), by_item in sorted(tokens.items()):
+        buckets = Counter(length_bucket(count) for count in by_item.values())
+        ordered = sorted(buckets.items(), key=lambda pair: bucket_order(pair[0]))
+        result.append(TokenLengths(model, endpoint, len(by_item), ordered))
+    return result

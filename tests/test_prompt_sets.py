@@ -7,7 +7,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from experiments import prompt_uploads, workloads
+from experiments import prompt_sets, prompt_uploads, workloads
 from experiments.analysis import experiment_analyse
 from experiments.api.payloads import results_payload
 from experiments.models import Experiment, RequestRecord, UploadedPromptSet
@@ -257,3 +257,35 @@ def test_a_chat_set_warns_that_its_messages_go_to_the_completions_endpoint(user)
 
     assert any("without the model's chat template" in warning for warning in experiment.protocol_warnings())
     assert any("without the model's chat template" in warning for warning in experiment.analysis.warnings)
+
+
+@pytest.mark.django_db
+def test_the_set_page_shows_token_lengths_as_the_server_counted_them(user, logged_in_client):
+    prompt_set = _stored(user)
+    uploaded = {"workload_kind": Experiment.WorkloadKind.UPLOADED, "uploaded_prompt_set": prompt_set}
+    # Items 0-5 measured, then (a range of 5-6 words) items 2, 3, 9, 10, 16 and 17.
+    first = seed_finished_experiment(requests=6, **uploaded)
+    ranged = seed_finished_experiment(requests=6, input_lengths="5-6", **uploaded)
+    RequestRecord.objects.filter(run__experiment=first, prompt_index__lt=2).update(input_tokens=300)
+    seed_finished_experiment(requests=4, endpoint=Experiment.Endpoint.CHAT, **uploaded)
+
+    measured = prompt_sets.prompt_set_token_lengths(prompt_set=prompt_set, user=user)
+
+    model = first.target_model
+    assert ranged.target_model == model
+    assert [(m.model, m.endpoint, m.prompts, m.buckets) for m in measured] == [
+        (model, "chat", 4, [("1–64 tokens", 4)]),
+        (model, "completions", 10, [("1–64 tokens", 8), ("257–512 tokens", 2)]),
+    ]
+    html = logged_in_client.get(reverse("experiments:prompt_set", args=[prompt_set.pk])).content.decode()
+    assert "completions · 10 of 20 prompts measured" in html
+    assert "<td>257–512 tokens</td><td>2</td>" in html
+
+
+@pytest.mark.django_db
+def test_a_set_without_requests_says_so(user, logged_in_client):
+    prompt_set = _stored(user)
+
+    html = logged_in_client.get(reverse("experiments:prompt_set", args=[prompt_set.pk])).content.decode()
+
+    assert "No request has been recorded on this set yet." in html
