@@ -329,7 +329,9 @@ def test_the_experiment_form_offers_the_teams_sets_only(alice, bob, celery_dispa
         workload_kind="uploaded", uploaded_prompt_set=str(uploaded.pk), num_prompts="8", concurrency_levels="1"
     )
 
-    assert f'value="{uploaded.pk}"' not in _client(bob).get(reverse("experiments:create")).content.decode()
+    option = f'<option value="{uploaded.pk}"'
+    assert option in _client(alice).get(reverse("experiments:create")).content.decode()
+    assert option not in _client(bob).get(reverse("experiments:create")).content.decode()
     refused = _client(bob).post(reverse("experiments:create"), data)
     assert "Select a valid choice" in refused.content.decode()
     assert not Experiment.objects.exists()
