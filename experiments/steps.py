@@ -93,6 +93,8 @@ def run_totals(requests: Iterable[RequestSteps]) -> dict[tuple[int, int], dict[i
 
 
 def geometric_mean(values: Sequence[float]) -> float:
+    """Of positive values: across blocks, as the speedups' points are, so that the ratios of
+    geometric means below equal the geometric means of the block ratios."""
     return math.exp(statistics.fmean(math.log(v) for v in values))
 
 
