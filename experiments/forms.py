@@ -9,7 +9,7 @@ from django import forms
 from django.conf import settings
 from django.contrib.auth.models import Group
 
-from experiments import limits, teams, workloads
+from experiments import limits, teams, worker_queues, workloads
 from experiments.input_lengths import parse_length_distribution
 from experiments.models import Arm, Experiment, UploadedPromptSet
 from experiments.services import REPLICATE_LABEL, ArmSpec, arm_default_label
@@ -214,7 +214,12 @@ class ExperimentForm(TeamForm):
         help_text="Path of the model directory on the worker host.",
     )
     worker_queue = forms.SlugField(
-        max_length=64, initial="cpu", help_text="Celery queue of the worker pool, e.g. cpu or h100."
+        max_length=64,
+        initial="cpu",
+        help_text="Celery queue of the worker pool, e.g. cpu or h100.",
+        # The page lists the queues that have live workers (experiments/worker_queues.py) in
+        # this datalist; any other name is accepted, and the experiment waits for a worker.
+        widget=forms.TextInput(attrs={"list": "live-queues", "autocomplete": "off"}),
     )
     dtype = forms.ChoiceField(choices=DTYPE_CHOICES, initial="auto")
     requested_vllm_version = forms.RegexField(
@@ -333,6 +338,16 @@ class ExperimentForm(TeamForm):
 
     def clean_target_model(self):
         return clean_model_path(self.cleaned_data["target_model"])
+
+    def clean_worker_queue(self) -> str:
+        """The control worker would hold an experiment for hours while the reaper and the
+        dispatcher wait behind it."""
+        queue = self.cleaned_data["worker_queue"]
+        if queue == worker_queues.CONTROL_QUEUE:
+            raise forms.ValidationError(
+                f"“{queue}” is the queue of the reaper and the dispatcher; experiments run on a worker pool's queue."
+            )
+        return queue
 
     def clean_endpoint(self) -> str:
         """Nothing chosen (a post from before the choice existed) means completions."""

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from django.db.models import Count, Prefetch, Q, QuerySet
 
+from experiments import worker_queues
 from experiments.models import (
     Arm,
     EnvironmentSnapshot,
@@ -151,6 +152,14 @@ def experiment_progress(*, experiment: Experiment) -> Progress:
         **{status: Count("id", filter=Q(status=status)) for status in Run.Status.values},
     )
     return Progress(**counts)
+
+
+def experiment_queue_notice(*, experiment: Experiment) -> str | None:
+    """While the experiment waits or runs: that no live worker listens on its queue, or that
+    it cannot be told. An experiment that ended asks nothing of the workers."""
+    if not experiment.is_active:
+        return None
+    return worker_queues.no_worker_notice(experiment.worker_queue)
 
 
 def experiment_warnings(*, experiment: Experiment, analysis: ExperimentAnalysis | None = None) -> list[str]:

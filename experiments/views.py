@@ -20,6 +20,7 @@ from experiments import (
     results,
     selectors,
     services,
+    worker_queues,
 )
 from experiments.forms import ARM_FORMSET_PREFIX, ArmFormSet, ExperimentForm
 from experiments.history_forms import CompareForm, HistoryFilterForm
@@ -116,7 +117,13 @@ def experiment_create(request):
             owner=request.user, arms=arms.arm_specs(), **form.experiment_fields(), **lineage
         )
         return _queued(request, experiment)
-    context = {"form": form, "arms": arms, "origin_form": origin_form, "origin": origin}
+    context = {
+        "form": form,
+        "arms": arms,
+        "origin_form": origin_form,
+        "origin": origin,
+        "live_queues": worker_queues.live_queues(),
+    }
     return render(request, "experiments/create.html", context)
 
 
@@ -131,6 +138,7 @@ def experiment_clone(request, pk: int):
         "arms": ArmFormSet(initial=prefill.arm_initial(origin), prefix=ARM_FORMSET_PREFIX),
         "origin_form": OriginForm(initial={"origin": origin.pk}, user=request.user),
         "origin": origin,
+        "live_queues": worker_queues.live_queues(),
     }
     return render(request, "experiments/create.html", context)
 
@@ -162,6 +170,7 @@ def experiment_rerun(request, pk: int):
         "arms": selectors.experiment_arms(experiment=origin),
         "environment": selectors.experiment_environment(experiment=origin),
         "prompt_set_changed": prefill.prompt_set_changed(origin),
+        "live_queues": worker_queues.live_queues(),
     }
     return render(request, "experiments/rerun.html", context, status=400 if form.errors or protocol_errors else 200)
 
@@ -236,6 +245,7 @@ def _progress_context(experiment: Experiment) -> dict:
         "experiment": experiment,
         "runs": selectors.experiment_runs(experiment=experiment),
         "progress": selectors.experiment_progress(experiment=experiment),
+        "queue_notice": selectors.experiment_queue_notice(experiment=experiment),
         "polling": experiment.is_active,
     }
 

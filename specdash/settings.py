@@ -200,6 +200,11 @@ CELERY_TASK_ROUTES = {
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_IGNORE_RESULT = True
 
+# Which queues have live workers (experiments/worker_queues.py) is kept a few seconds per web
+# process: a few seconds' staleness is harmless there, and a process-local cache still works
+# while Redis is down, which is when the form must say it cannot tell.
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
 # Workers: where the vLLM runtime lives and how long a run may take.
 SPECDASH_VLLM_PYTHON = env_str("SPECDASH_VLLM_PYTHON", str(BASE_DIR / ".venv-vllm" / "bin" / "python"))
 SPECDASH_MODELS_DIR = Path(env_str("SPECDASH_MODELS_DIR", str(DATA_DIR / "models")))

@@ -42,6 +42,30 @@ def celery_dispatch():
         yield apply_async
 
 
+# What Celery's remote control answers in tests (experiments/worker_queues.py): one worker on
+# the `cpu` queue, the queue the factories and the form use.
+LIVE_CPU_WORKER = (
+    {"cpu@test-host": [{"name": "cpu"}]},
+    {"cpu@test-host": {"host_name": "test-host", "cpu_model": "Test CPU", "gpu_name": "", "gpu_count": 0}},
+)
+
+
+@pytest.fixture(autouse=True)
+def live_workers(monkeypatch):
+    """Pages and the API ask which queues have live workers: here a `cpu` worker answers, without a
+    broadcast, and nothing is remembered from one test to the next. A test changes the answer
+    through the mock's return_value or side_effect."""
+    from django.core.cache import cache
+
+    from experiments import worker_queues
+
+    cache.clear()
+    fake = mock.Mock(return_value=LIVE_CPU_WORKER)
+    monkeypatch.setattr(worker_queues, "inspect_workers", fake)
+    yield fake
+    cache.clear()
+
+
 @pytest.fixture(scope="module")
 def browser():
     """Debian's headless Chromium driven by Playwright, which cannot download its own browser here."""

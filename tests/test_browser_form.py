@@ -111,3 +111,25 @@ def test_define_and_submit_an_experiment(page, live_server, user, celery_dispatc
     assert "n-gram lookup k=4" in row.inner_text()
     assert "Draft model k=4" in row.inner_text()
     _shot(page, "05-history")
+
+
+def test_a_queue_without_a_live_worker_is_pointed_out_before_submitting(page, live_server, user):
+    """The live queues (a `cpu` worker, tests/conftest.py) are listed with their hardware; a
+    typed queue no live worker listens on is warned about, and not refused."""
+    page.goto(f"{live_server.url}/login/")
+    page.fill("#id_username", user.username)
+    page.fill("#id_password", PASSWORD)
+    page.click(".login [type=submit]")
+    page.wait_for_url(f"{live_server.url}/")
+    page.click("text=New experiment")
+
+    assert page.inner_text("#live-queues-list") == "Live workers: cpu (1 worker, CPU: Test CPU)"
+    assert page.locator("#live-queues option").evaluate_all("options => options.map(o => o.value)") == ["cpu"]
+    assert not page.is_visible("#queue-not-live")
+    page.fill("#id_worker_queue", "h100")
+    assert page.inner_text("#queue-not-live") == (
+        "No live worker listens on queue h100: the experiment will wait until one joins."
+    )
+    _shot(page, "06-queue-without-worker")
+    page.fill("#id_worker_queue", "cpu")
+    assert not page.is_visible("#queue-not-live")

@@ -62,6 +62,7 @@ def experiment_payload(experiment: Experiment) -> dict:
         "warnings": selectors.experiment_warnings(
             experiment=experiment, analysis=getattr(experiment, "analysis", None)
         ),
+        "queue_notice": selectors.experiment_queue_notice(experiment=experiment),
         "links": _links(experiment),
     }
 

@@ -90,6 +90,11 @@ class ExperimentSerializer(serializers.Serializer):
     spec = ExperimentSpecSerializer(help_text="The protocol, as a spec that could be submitted again.")
     arms = ArmSerializer(many=True)
     warnings = serializers.ListField(child=serializers.CharField())
+    queue_notice = serializers.CharField(
+        allow_null=True,
+        help_text="While queued or running: that no live worker listens on its queue (it waits until one "
+        "joins), or that this could not be told. Null otherwise.",
+    )
     links = serializers.DictField(child=serializers.CharField())
 
 

@@ -1,5 +1,6 @@
-// The experiment form: add and remove speculative arms (a Django formset), and show only
-// the fields that the chosen arm method and workload use. Hidden fields keep their values.
+// The experiment form: add and remove speculative arms (a Django formset), show only the
+// fields that the chosen arm method and workload use (hidden fields keep their values), and
+// warn when the worker queue typed has no live worker.
 (function () {
   "use strict";
 
@@ -55,7 +56,20 @@
     });
   }
 
+  // A queue no live worker listens on is accepted (the experiment waits): say so before it is sent.
+  const queueInput = form.querySelector("input[name='worker_queue']");
+  const queueNote = document.getElementById("queue-not-live");
+
+  function showQueueNote() {
+    const live = Array.from(document.querySelectorAll("#live-queues option"), (option) => option.value);
+    const queue = queueInput.value.trim();
+    const readable = document.getElementById("live-queues-note").dataset.readable === "true";
+    queueNote.querySelector("[data-queue-name]").textContent = queue;
+    queueNote.hidden = !readable || !queue || live.includes(queue);
+  }
+
   addButton.addEventListener("click", addArm);
+  queueInput.addEventListener("input", showQueueNote);
   armList.addEventListener("click", (event) => {
     const button = event.target.closest(".arm-remove");
     if (button) removeArm(button.closest("[data-arm]"));
@@ -69,5 +83,6 @@
 
   armList.querySelectorAll("[data-arm]").forEach(showMethodFields);
   showWorkloadFields();
+  showQueueNote();
   updateAddButton();
 })();
