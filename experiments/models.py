@@ -438,6 +438,19 @@ class RunSummary(models.Model):
     spec_num_accepted_tokens = models.PositiveBigIntegerField(null=True)
     spec_accepted_per_pos = ArrayField(models.PositiveBigIntegerField(), null=True)
 
+    # vLLM's capacity figures over the measured interval (workers/prom.py); null on runs
+    # recorded before they were measured, or when /metrics could not be read.
+    capacity_samples = models.PositiveIntegerField(
+        null=True, help_text="Readings of /metrics taken while the measured requests ran."
+    )
+    kv_cache_usage_peak = models.FloatField(null=True, help_text="Highest KV-cache usage sampled (1 = full).")
+    kv_cache_usage_mean = models.FloatField(null=True, help_text="Mean of the KV-cache usage samples (1 = full).")
+    requests_running_max = models.PositiveIntegerField(null=True, help_text="Most requests sampled in the batch.")
+    requests_waiting_max = models.PositiveIntegerField(null=True, help_text="Most requests sampled waiting.")
+    preemptions = models.PositiveBigIntegerField(
+        null=True, help_text="Difference of vLLM's preemption counter across the measured interval."
+    )
+
     objects = RunSummaryQuerySet.as_manager()
 
     def __str__(self):

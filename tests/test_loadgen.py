@@ -185,11 +185,10 @@ def _event(payload: dict) -> bytes:
     return b"data: " + json.dumps(payload).encode() + b"\n\n"
 
 
-def _load(prompts, **overrides):
-    """Run the load generator against a fresh FakeVllm; returns (LoadResult, fake)."""
+def serve_fake(fake: FakeVllm, client):
+    """Serve `fake` on a free local port and return what `await client(base_url)` returns."""
 
     async def main():
-        fake = FakeVllm()
         app = web.Application()
         app.router.add_post("/v1/completions", fake.completions)
         app.router.add_get("/metrics", fake.metrics)
@@ -197,17 +196,26 @@ def _load(prompts, **overrides):
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
-        port = site._server.sockets[0].getsockname()[1]
-        kwargs = {
-            "base_url": f"http://127.0.0.1:{port}", "model": "target", "prompts": prompts, "max_tokens": 6,
-            "temperature": 0.0, "top_p": 1.0, "seed": 42, "ignore_eos": True, "concurrency": 2, "timeout_s": 10,
-        }  # fmt: skip
         try:
-            return await run_load(**{**kwargs, **overrides}), fake
+            return await client(f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}")
         finally:
             await runner.cleanup()
 
     return asyncio.run(main())
+
+
+def _load(prompts, **overrides):
+    """Run the load generator against a fresh FakeVllm; returns (LoadResult, fake)."""
+    fake = FakeVllm()
+
+    async def client(base_url):
+        kwargs = {
+            "base_url": base_url, "model": "target", "prompts": prompts, "max_tokens": 6,
+            "temperature": 0.0, "top_p": 1.0, "seed": 42, "ignore_eos": True, "concurrency": 2, "timeout_s": 10,
+        }  # fmt: skip
+        return await run_load(**{**kwargs, **overrides})
+
+    return serve_fake(fake, client), fake
 
 
 def test_streamed_requests_are_timed_from_their_chunks():

@@ -10,7 +10,7 @@ from experiments import stats
 from experiments.models import EnvironmentSnapshot, Experiment, RequestRecord, RunSummary
 from experiments.tokens import pack_token_ids
 from workers.loadgen import LoadResult, RequestResult
-from workers.prom import SpecCounters
+from workers.prom import CapacityFigures, SpecCounters
 
 REQUEST_COLUMNS = (
     "run_id",
@@ -30,6 +30,14 @@ REQUEST_COLUMNS = (
     "spec_proposed_per_step",
     "output_token_ids",
     "queue_ms",
+)
+CAPACITY_COLUMNS = (
+    "capacity_samples",
+    "kv_cache_usage_peak",
+    "kv_cache_usage_mean",
+    "requests_running_max",
+    "requests_waiting_max",
+    "preemptions",
 )
 
 
@@ -106,7 +114,7 @@ def summary_fields(load: LoadResult, counters: SpecCounters, experiment: Experim
         "spec_num_draft_tokens": counters.num_draft_tokens,
         "spec_num_accepted_tokens": counters.num_accepted_tokens,
         "spec_accepted_per_pos": list(counters.accepted_per_pos),
-    }
+    } | capacity_fields(load.capacity)
     if experiment.has_slos and duration > 0:
         fields["goodput"] = sum(meets_slos(r, experiment) for r in load.requests) / duration
     fields |= _latency_fields("ttft", [r.ttft_ms for r in ok if r.ttft_ms is not None])
@@ -114,6 +122,20 @@ def summary_fields(load: LoadResult, counters: SpecCounters, experiment: Experim
     fields |= _latency_fields("itl", [gap for r in ok for gap in stats.itl_ms(r.chunk_times_ms)])
     fields |= _latency_fields("e2e", [r.e2e_ms for r in ok if r.e2e_ms is not None])
     return fields
+
+
+def capacity_fields(capacity: CapacityFigures | None) -> dict:
+    """The capacity columns; all null when the run's capacity was not measured."""
+    if capacity is None:
+        return dict.fromkeys(CAPACITY_COLUMNS)
+    return {
+        "capacity_samples": capacity.samples,
+        "kv_cache_usage_peak": capacity.kv_cache_peak,
+        "kv_cache_usage_mean": capacity.kv_cache_mean,
+        "requests_running_max": capacity.running_max,
+        "requests_waiting_max": capacity.waiting_max,
+        "preemptions": capacity.preemptions,
+    }
 
 
 @transaction.atomic

@@ -17,6 +17,8 @@ tokens, E2E is send → last chunk carrying tokens, TPOT is (E2E − TTFT) / (to
 Under a Poisson request rate, `queue_ms` is the time a request waited in the client
 between its scheduled arrival and its send (for a free concurrency slot).
 The output's token ids are kept, so that outputs can be compared between arms.
+While the measured requests run, /metrics is read every CAPACITY_POLL_S for the server's
+capacity figures (KV-cache use, running and waiting requests), on a connection of its own.
 Plain module: no Django, no vLLM.
 """
 
@@ -32,13 +34,25 @@ from datetime import UTC, datetime
 import aiohttp
 
 from experiments import stats
-from workers.prom import SpecCounters, diff, parse_spec_counters
+from workers.prom import (
+    CapacityFigures,
+    CapacitySample,
+    SpecCounters,
+    diff,
+    parse_capacity,
+    parse_spec_counters,
+    summarise_capacity,
+)
 
 ProgressCallback = Callable[[int, int], None]
 # A request's input: the text of a completion, or the messages of a chat.
 Prompt = str | list[dict]
 COMPLETIONS_PATH = "/v1/completions"
 CHAT_PATH = "/v1/chat/completions"
+# One small GET this often beside the load: often enough to catch a peak of the KV cache on
+# runs of a few seconds, rarely enough that the server's time to render the page (a few
+# milliseconds) stays well under 1 % of a core.
+CAPACITY_POLL_S = 0.5
 
 
 @dataclass
@@ -70,6 +84,9 @@ class LoadResult:
     # vLLM's speculative-decoding counters over the measured interval: zeros for a
     # baseline, None when /metrics could not be read.
     spec_counters: SpecCounters | None = None
+    # KV-cache use, running and waiting requests sampled during the measured requests, and
+    # the preemptions among them; None when not measured.
+    capacity: CapacityFigures | None = None
 
 
 def poisson_offsets(count: int, rate: float | None, seed: int) -> list[float]:
@@ -169,13 +186,41 @@ async def _read_stream(response: aiohttp.ClientResponse, sent: float, result: Re
         result.error = "stream ended before [DONE]"
 
 
-async def fetch_spec_counters(session: aiohttp.ClientSession, base_url: str) -> SpecCounters | None:
+async def fetch_metrics(session: aiohttp.ClientSession, base_url: str) -> str | None:
     try:
         async with session.get(f"{base_url}/metrics") as response:
             response.raise_for_status()
-            return parse_spec_counters(await response.text())
+            return await response.text()
     except (TimeoutError, aiohttp.ClientError, ValueError):
         return None
+
+
+def _parsed(text: str | None, parse: Callable):
+    """`parse(text)`, or None when the page was not read or lacks what `parse` needs."""
+    try:
+        return None if text is None else parse(text)
+    except ValueError:
+        return None
+
+
+@dataclass
+class CapacitySampler:
+    """Reads the capacity metrics every `interval_s` until cancelled, on its own session so
+    that it never waits for (or takes) one of the load's connections."""
+
+    base_url: str
+    interval_s: float = CAPACITY_POLL_S
+    samples: list[CapacitySample] = field(default_factory=list)
+
+    async def run(self) -> None:
+        timeout = aiohttp.ClientTimeout(total=max(self.interval_s * 4, 2.0))
+        connector = aiohttp.TCPConnector(limit=1)
+        async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+            while True:
+                sample = _parsed(await fetch_metrics(session, self.base_url), parse_capacity)
+                if sample is not None:
+                    self.samples.append(sample)
+                await asyncio.sleep(self.interval_s)
 
 
 async def send_request(
@@ -259,11 +304,13 @@ async def run_load(
     warmup: int = 0,
     on_request_done: ProgressCallback | None = None,
     timeout_s: float = 600.0,
+    capacity_poll_s: float = CAPACITY_POLL_S,
 ) -> LoadResult:
     """Send `prompts[:warmup]` (not measured), then `prompts[warmup:]` (measured).
 
     vLLM's /metrics counters are read just before and just after the measured requests,
-    so warm-up requests do not count towards `spec_counters`. HTTP and connection
+    so warm-up requests do not count towards `spec_counters` or the preemptions of
+    `capacity`; its gauges are sampled while the measured requests run. HTTP and connection
     failures are recorded, never raised.
 
     `prompt_index` of a result is the prompt's position in `prompts`. Every request has
@@ -292,18 +339,26 @@ async def run_load(
         measured = {i: bodies[i] for i in range(warmup, len(prompts))}
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="loadgen-progress") as executor:
             phase = _Phase(session, url, measured, semaphore, on_request_done, executor, paced=bool(request_rate))
-            return await _measure(phase, base_url, poisson_offsets(len(measured), request_rate, seed))
+            offsets = poisson_offsets(len(measured), request_rate, seed)
+            return await _measure(phase, CapacitySampler(base_url, capacity_poll_s), offsets)
 
 
-async def _measure(phase: _Phase, base_url: str, offsets: list[float]) -> LoadResult:
-    counters_before = await fetch_spec_counters(phase.session, base_url)
+async def _measure(phase: _Phase, sampler: CapacitySampler, offsets: list[float]) -> LoadResult:
+    base_url = sampler.base_url
+    text_before = await fetch_metrics(phase.session, base_url)
     started_at = datetime.now(UTC)
+    sampling = asyncio.create_task(sampler.run())
     try:
         outcomes = await phase.run(offsets)
     except BaseExceptionGroup as group:
         raise group.exceptions[0] from group
+    finally:
+        sampling.cancel()
+        await asyncio.wait([sampling])  # its session closed; a cancellation of ours still propagates
     finished_at = datetime.now(UTC)
-    counters_after = await fetch_spec_counters(phase.session, base_url)
+    text_after = await fetch_metrics(phase.session, base_url)
+    counters_before = _parsed(text_before, parse_spec_counters)
+    counters_after = _parsed(text_after, parse_spec_counters)
     requests = [result for result, _ in outcomes]
     first_sent = min(result.sent_at_s for result in requests)
     last_ended = max(ended_s for _, ended_s in outcomes)
@@ -313,6 +368,9 @@ async def _measure(phase: _Phase, base_url: str, offsets: list[float]) -> LoadRe
         started_at=started_at,
         finished_at=finished_at,
         spec_counters=None if None in (counters_before, counters_after) else diff(counters_before, counters_after),
+        capacity=summarise_capacity(
+            _parsed(text_before, parse_capacity), sampler.samples, _parsed(text_after, parse_capacity)
+        ),
     )
 
 

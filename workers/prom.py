@@ -1,11 +1,18 @@
-"""vLLM's speculative-decoding counters from its Prometheus /metrics page.
+"""vLLM's speculative-decoding counters and its capacity figures from its Prometheus
+/metrics page.
 
 The counters are cumulative for the server's life and carry `engine` and `model_name`
 labels (one series per engine); we sum over label sets and difference two snapshots
 taken around a measured interval. A server without speculation has none of them, which
 reads as zeros and an empty per-position list.
+
+The capacity figures (KV-cache usage, running and waiting requests: gauges; preemptions: a
+counter) are read many times during a measured interval, so `parse_capacity` looks at the
+few lines it needs instead of parsing the whole page.
 """
 
+import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -14,6 +21,12 @@ NUM_DRAFTS = "vllm:spec_decode_num_drafts_total"
 NUM_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
 NUM_ACCEPTED_TOKENS = "vllm:spec_decode_num_accepted_tokens_total"
 ACCEPTED_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+# A fraction (1 = the whole cache) despite its name.
+KV_CACHE_USAGE = "vllm:kv_cache_usage_perc"
+REQUESTS_RUNNING = "vllm:num_requests_running"
+REQUESTS_WAITING = "vllm:num_requests_waiting"
+PREEMPTIONS = "vllm:num_preemptions_total"
+CAPACITY_METRICS = (KV_CACHE_USAGE, REQUESTS_RUNNING, REQUESTS_WAITING, PREEMPTIONS)
 
 
 class CounterReset(ValueError):
@@ -63,3 +76,76 @@ def diff(before: SpecCounters, after: SpecCounters) -> SpecCounters:
 
 def _at(values: list[int], index: int) -> int:
     return values[index] if index < len(values) else 0
+
+
+@dataclass(frozen=True)
+class CapacitySample:
+    """One reading of the capacity metrics; `preemptions` is cumulative for the server's life."""
+
+    kv_cache_usage: float
+    running: int
+    waiting: int
+    preemptions: int
+
+
+@dataclass(frozen=True)
+class CapacityFigures:
+    """The capacity figures of one measured interval (docs/metrics.md, "Capacity")."""
+
+    samples: int
+    kv_cache_peak: float | None = None
+    kv_cache_mean: float | None = None
+    running_max: int | None = None
+    waiting_max: int | None = None
+    preemptions: int | None = None
+
+
+def parse_capacity(text: str) -> CapacitySample:
+    """The capacity metrics of a /metrics page: the fullest engine's KV cache, the other
+    figures summed over engines. ValueError when one of them is missing."""
+    values: dict[str, list[float]] = {name: [] for name in CAPACITY_METRICS}
+    for line in text.splitlines():
+        name = _metric_name(line)
+        if name in values:
+            values[name].append(float(line[line.rfind("}") + 1 :].split()[0]))
+    missing = [name for name, found in values.items() if not found]
+    if missing:
+        raise ValueError(f"/metrics has no {', '.join(missing)}")
+    return CapacitySample(
+        kv_cache_usage=max(values[KV_CACHE_USAGE]),
+        running=round(sum(values[REQUESTS_RUNNING])),
+        waiting=round(sum(values[REQUESTS_WAITING])),
+        preemptions=round(sum(values[PREEMPTIONS])),
+    )
+
+
+def _metric_name(line: str) -> str:
+    """The metric name a sample line starts with ('' for comments)."""
+    end = len(line)
+    for stop in ("{", " "):
+        found = line.find(stop)
+        if found != -1:
+            end = min(end, found)
+    return "" if line.startswith("#") else line[:end]
+
+
+def summarise_capacity(
+    before: CapacitySample | None, samples: Sequence[CapacitySample], after: CapacitySample | None
+) -> CapacityFigures:
+    """Peak and mean KV-cache use and the most running and waiting requests over the samples
+    taken during the interval; preemptions as the difference of the readings around it
+    (None when either is missing or the counter went down: the server restarted)."""
+    preempted = None
+    if before is not None and after is not None and after.preemptions >= before.preemptions:
+        preempted = after.preemptions - before.preemptions
+    if not samples:
+        return CapacityFigures(samples=0, preemptions=preempted)
+    usage = [s.kv_cache_usage for s in samples]
+    return CapacityFigures(
+        samples=len(samples),
+        kv_cache_peak=max(usage),
+        kv_cache_mean=statistics.fmean(usage),
+        running_max=max(s.running for s in samples),
+        waiting_max=max(s.waiting for s in samples),
+        preemptions=preempted,
+    )
