@@ -169,7 +169,7 @@ def step_accounting(requests: Iterable[RequestSteps], *, baseline: int, arms: Se
     totals = run_totals(requests)
     rows = []
     for arm in (baseline, *arms):
-        for (cell_arm, level), own in sorted(totals.items(), key=lambda item: item[0][1]):
+        for (cell_arm, level), own in sorted(totals.items()):
             if cell_arm == arm:
                 base = totals.get((baseline, level)) if arm != baseline else None
                 rows.append(_row(arm, level, own, base))

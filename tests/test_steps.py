@@ -53,6 +53,9 @@ def test_decode_phase_of_one_request():
     assert steps.decode_phase(_request(BASE, 1, 1, 30.0, 30.0)) is None
     assert steps.decode_phase(_request(NGRAM, 1, 11, 50.0, 134.0, None)) is None
     assert steps.decode_phase(_request(BASE, 1, 11, None, None)) is None
+    assert steps.decode_phase(_request(BASE, 1, 11, None, 150.0)) is None
+    assert steps.decode_phase(_request(BASE, 1, 11, 50.0, None)) is None
+    assert steps.decode_phase(_request(BASE, 1, 2, 50.0, 60.0)) == (1, 1, 10.0)
 
 
 def test_baseline_row():
@@ -102,6 +105,27 @@ def test_a_level_without_baseline_has_no_cost():
     assert (row.steps, row.tokens_per_step, row.step_ms) == (1, pytest.approx(10.0), pytest.approx(40.0))
     assert (row.baseline_step_ms, row.margin) == (None, None)
     assert steps.sentence("n-gram", [row]) == "n-gram: no level where both it and the baseline recorded decode steps."
+
+
+def test_a_run_without_decode_time_has_nothing_to_divide():
+    # Every token of block 2's requests arrived in the first chunk: E2E = TTFT, 0 ms of decoding.
+    records = [r for r in RECORDS if r.block == 1] + [
+        _request(BASE, 2, 11, 50.0, 50.0),
+        _request(NGRAM, 2, 11, 50.0, 50.0, [2, 1]),
+        _request(BASE, 3, 11, 50.0, 50.5),
+        _request(NGRAM, 3, 11, 50.0, 50.7, [2, 1]),
+    ]
+    rows = {r.arm: r for r in steps.step_accounting(records, baseline=BASE, arms=[NGRAM])}
+    assert rows[NGRAM].relative_cost.block_ratios == pytest.approx((1.35, (0.7 / 7) / (0.5 / 10)))
+    assert steps.step_accounting(records[-4:-2], baseline=BASE, arms=[]) == []
+
+
+def test_levels_in_order_each_arm_after_the_baseline():
+    records = [*RECORDS, *(_request(arm, 1, 11, 50.0, 90.0, [9], level=4) for arm in (NGRAM, BASE))]
+    rows = steps.step_accounting(records, baseline=BASE, arms=[NGRAM])
+    assert [(row.arm, row.level) for row in rows] == [(BASE, 1), (BASE, 4), (NGRAM, 1), (NGRAM, 4)]
+    text = steps.sentence("n-gram", [row for row in rows if row.arm == NGRAM])
+    assert "break-even; at concurrency 4 a step costs 1.00 baseline steps and yields 10.00 tokens, 900% more" in text
 
 
 def test_sentence_says_by_how_much_the_yield_exceeds_the_cost():
@@ -207,6 +231,7 @@ def test_the_api_returns_the_same_numbers(stored, user):
     [
         ((70.0, 72.0, 74.0), ", so the extra tokens pay for the dearer step."),
         ((140.0, 150.0, 160.0), ", so they do not pay for it."),
+        ((90.0, 100.0, 110.0), ", not told apart from break-even."),
     ],
 )
 def test_sentence_says_whether_the_interval_clears_break_even(arm_decode_ms, outcome):
