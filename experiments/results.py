@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from django.db import connection
 from django.db.models import Avg, Count, Max, Min, Sum
 
-from experiments import stats, verdicts
+from experiments import capacity, stats, verdicts
 from experiments.models import Experiment, ExperimentAnalysis, Run, RunSummary, SpeedupEstimate
 
 BASELINE_COLOUR = "#6e7781"
@@ -172,6 +172,16 @@ class Results:
     analysis: ExperimentAnalysis | None
     slos: list[str]  # the SLOs set, e.g. "TPOT ≤ 50 ms"; goodput is shown only with some
     margin: float = 0.02
+    capacity_rows: list[capacity.CapacityRow] = ()  # experiments/capacity.py, per compared arm and level
+
+    @property
+    def capacity_warnings(self) -> list[str]:
+        return capacity.capacity_warnings(self.capacity_rows, {arm.id: arm.label for arm in self.arms})
+
+    @property
+    def capacity_table(self) -> list[tuple[ArmStyle, capacity.CapacityRow]]:
+        by_id = {arm.id: arm for arm in self.arms}
+        return [(by_id[row.arm_id], row) for row in self.capacity_rows]
 
     @property
     def has_slos(self) -> bool:
@@ -430,4 +440,17 @@ def results_for_experiment(*, experiment: Experiment) -> Results | None:
         analysis=analysis,
         slos=experiment.slo_labels,
         margin=experiment.equivalence_margin,
+        capacity_rows=experiment_capacity(experiment, arms),
+    )
+
+
+def experiment_capacity(experiment: Experiment, arms: list[ArmStyle]) -> list[capacity.CapacityRow]:
+    baseline = next((arm for arm in arms if arm.is_baseline), None)
+    if baseline is None:
+        return []
+    return capacity.capacity_rows(
+        capacity.capacity_cells(experiment=experiment),
+        baseline_id=baseline.id,
+        arm_ids=[arm.id for arm in arms if not arm.is_baseline],
+        levels=sorted(experiment.concurrency_levels),
     )

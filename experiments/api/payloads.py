@@ -5,7 +5,7 @@ API adds no arithmetic of its own, so its numbers are the page's."""
 
 from django.urls import reverse
 
-from experiments import exports, results, selectors
+from experiments import capacity, exports, results, selectors
 from experiments.api.submission import spec_from_experiment
 from experiments.models import Experiment, SpeedupEstimate
 
@@ -94,6 +94,13 @@ def _acceptance(position: results.PositionAcceptance) -> dict:
     }  # fmt: skip
 
 
+def _capacity(row: capacity.CapacityRow) -> dict:
+    return {
+        "arm_id": row.arm_id, "level": row.level, "arm": row.arm.as_json(), "baseline": row.baseline.as_json(),
+        "preempted_alone": row.preempted_alone, "queued_alone": row.queued_alone,
+    }  # fmt: skip
+
+
 def _verdict(row: dict) -> dict:
     return {
         "arm_id": row["arm_id"], "arm": row["arm"], "replicate": row["replicate"], "metric": row["metric"],
@@ -122,6 +129,8 @@ def results_payload(experiment: Experiment) -> dict:
         "acceptance_by_position": [_acceptance(p) for p in block.acceptance] if block else [],
         "fidelity": analysis.fidelity if analysis else [],
         "series": {name: series[name] for name in SERIES if name in series},
+        "capacity": [_capacity(row) for row in block.capacity_rows] if block else [],
+        "capacity_warnings": block.capacity_warnings if block else [],
         "warnings": selectors.experiment_warnings(experiment=experiment, analysis=analysis),
     }
 

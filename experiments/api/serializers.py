@@ -178,6 +178,30 @@ class AcceptanceSerializer(serializers.Serializer):
     conditional_drafted = serializers.ListField(child=serializers.FloatField(allow_null=True))
 
 
+CapacityCellSerializer = _numbers(
+    "CapacityCell",
+    ("kv_cache_peak", "kv_cache_mean"),
+    partial(serializers.FloatField, allow_null=True, help_text="A fraction: 1 = the whole KV cache."),
+    {
+        "runs": serializers.IntegerField(
+            help_text="Succeeded runs (blocks) that recorded the figures; 0: not recorded."
+        ),
+        "running_max": serializers.IntegerField(allow_null=True),
+        "waiting_max": serializers.IntegerField(allow_null=True),
+        "preemptions": serializers.IntegerField(allow_null=True, help_text="Summed over the runs."),
+    },
+)
+
+
+class CapacitySerializer(serializers.Serializer):
+    arm_id = serializers.IntegerField()
+    level = serializers.IntegerField()
+    arm = CapacityCellSerializer()
+    baseline = CapacityCellSerializer(help_text="The baseline at the same level.")
+    preempted_alone = serializers.BooleanField(help_text="The arm preempted here and the baseline did not.")
+    queued_alone = serializers.BooleanField(help_text="Requests waited in the arm's server here, never the baseline's.")
+
+
 class ResultsSerializer(serializers.Serializer):
     experiment_id = serializers.IntegerField()
     status = serializers.ChoiceField(choices=Experiment.Status.choices)
@@ -191,6 +215,8 @@ class ResultsSerializer(serializers.Serializer):
     acceptance_by_position = AcceptanceSerializer(many=True)
     fidelity = serializers.ListField(child=serializers.DictField())
     series = serializers.DictField(help_text="The chart series the page draws (CDFs, tokens per step, ...).")
+    capacity = CapacitySerializer(many=True, help_text='Per compared arm and level, docs/metrics.md "Capacity".')
+    capacity_warnings = serializers.ListField(child=serializers.CharField())
     warnings = serializers.ListField(child=serializers.CharField())
 
 

@@ -78,6 +78,17 @@ def value_tds(*values, decimals=0):
 
 
 @register.simple_tag
+def recorded_tds(*values, decimals=0):
+    """As value_tds, but a missing value reads "not recorded" (a figure older runs lack)."""
+    return mark_safe(
+        "".join(
+            _value_td(value, decimals) if value is not None else '<td class="num muted">not recorded</td>'
+            for value in values
+        )
+    )
+
+
+@register.simple_tag
 def spread_tds(spread, *columns, decimals=2):
     """Per column of a Cell's `spread`: the mean over the repetitions with min–max under it;
     copied as three columns."""
