@@ -83,6 +83,16 @@ def reject_controls_multiline(value: str) -> str:
     return reject_controls(value, allowed=LINE_BREAKS)
 
 
+def reject_control_queue(value: str) -> str:
+    """The control worker would hold an experiment for hours while the reaper and the
+    dispatcher wait behind it."""
+    if value == worker_queues.CONTROL_QUEUE:
+        raise forms.ValidationError(
+            f"“{value}” is the queue of the reaper and the dispatcher; experiments run on a worker pool's queue."
+        )
+    return value
+
+
 def _inside(path: str, directory: str) -> bool:
     return path != directory and PurePosixPath(path).is_relative_to(directory)
 
@@ -217,6 +227,7 @@ class ExperimentForm(TeamForm):
         max_length=64,
         initial="cpu",
         help_text="Celery queue of the worker pool, e.g. cpu or h100.",
+        validators=[reject_control_queue],
         # The page lists the queues that have live workers (experiments/worker_queues.py) in
         # this datalist; any other name is accepted, and the experiment waits for a worker.
         widget=forms.TextInput(attrs={"list": "live-queues", "autocomplete": "off"}),
@@ -338,16 +349,6 @@ class ExperimentForm(TeamForm):
 
     def clean_target_model(self):
         return clean_model_path(self.cleaned_data["target_model"])
-
-    def clean_worker_queue(self) -> str:
-        """The control worker would hold an experiment for hours while the reaper and the
-        dispatcher wait behind it."""
-        queue = self.cleaned_data["worker_queue"]
-        if queue == worker_queues.CONTROL_QUEUE:
-            raise forms.ValidationError(
-                f"“{queue}” is the queue of the reaper and the dispatcher; experiments run on a worker pool's queue."
-            )
-        return queue
 
     def clean_endpoint(self) -> str:
         """Nothing chosen (a post from before the choice existed) means completions."""

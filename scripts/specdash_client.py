@@ -246,8 +246,11 @@ def run(api, *, spec=None, experiment_id=None, wait=False, expect=(), timeout_s=
         return REFUSED
     try:
         if experiment_id is None:
-            experiment_id = api.submit(spec)["id"]
+            submitted = api.submit(spec)
+            experiment_id = submitted["id"]
             print(f"submitted experiment {experiment_id}", file=out, flush=True)
+            if submitted.get("queue_notice"):
+                print(f"warning: {submitted['queue_notice']}", file=out, flush=True)
         if not wait:
             return HELD
         progress = wait_for_end(api, experiment_id, timeout_s=timeout_s, poll_s=poll_s, out=out)

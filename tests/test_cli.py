@@ -103,6 +103,17 @@ def test_the_command_submits_a_spec_file(tmp_path, user, celery_dispatch):
 
 
 @pytest.mark.django_db
+def test_the_command_warns_when_no_live_worker_listens_on_the_queue(tmp_path, user, celery_dispatch):
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(SPEC | {"worker_queue": "h100"}))
+
+    status, out = _command(str(path), owner="alice")
+
+    assert status == HELD
+    assert out.splitlines()[1] == "warning: No live worker listens on queue h100; the experiment waits until one joins."
+
+
+@pytest.mark.django_db
 def test_a_yaml_spec_with_expectations_is_read(tmp_path, user, celery_dispatch):
     path = tmp_path / "spec.yaml"
     path.write_text(

@@ -166,6 +166,19 @@ def test_the_control_queue_is_refused(logged_in_client):
 
 
 @pytest.mark.django_db
+def test_a_rerun_on_the_control_queue_is_refused(logged_in_client):
+    origin = ExperimentFactory()
+
+    response = logged_in_client.post(
+        reverse("experiments:rerun", args=[origin.pk]), {"name": "again", "worker_queue": "control"}
+    )
+
+    assert response.status_code == 400
+    assert "is the queue of the reaper and the dispatcher" in response.text
+    assert Experiment.objects.count() == 1
+
+
+@pytest.mark.django_db
 def test_the_api_submission_carries_the_notice(user, celery_dispatch):
     spec = {"name": "on h100", "worker_queue": "h100", "prompt_set": "chat", "concurrency_levels": [1], "arms": [{}]}
 
