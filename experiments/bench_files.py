@@ -11,6 +11,8 @@ import json
 import math
 from dataclasses import dataclass, field
 
+from experiments import json_input
+
 MAX_FILE_BYTES = 8 * 1024 * 1024
 MAX_FILES = 64
 MAX_REQUESTS = 100_000
@@ -133,7 +135,7 @@ def _decode(name: str, data: bytes) -> dict:
     except UnicodeDecodeError as error:
         raise BenchFileRefused(f"{name}: not UTF-8 text (byte 0x{data[error.start]:02x} at {error.start}).") from None
     try:
-        content = json.loads(text, parse_constant=_refuse_constant)
+        content = json_input.loads(text)
     except json.JSONDecodeError as error:
         ends_early = error.pos >= len(text.rstrip()) or error.msg.startswith("Unterminated string")
         ending = " (the file ends early: truncated?)" if ends_early else ""
@@ -144,11 +146,9 @@ def _decode(name: str, data: bytes) -> dict:
         raise BenchFileRefused(f"{name}: not valid JSON: {error}.") from None
     if not isinstance(content, dict):
         raise BenchFileRefused(f"{name}: a result file is a JSON object, not a {type(content).__name__}.")
+    if json_input.has_nul(content):
+        raise BenchFileRefused(f"{name}: a NUL character (\\u0000) in a text, which cannot be stored.")
     return content
-
-
-def _refuse_constant(constant: str):
-    raise json.JSONDecodeError(f"{constant} is not a number JSON allows", constant, 0)
 
 
 def _typed(name: str, content: dict, key: str, kind: str):

@@ -15,6 +15,8 @@ import json
 from collections import Counter
 from dataclasses import dataclass
 
+from experiments import json_input
+
 MAX_FILE_BYTES = 5 * 1024 * 1024
 MAX_PROMPTS = 10_000
 MAX_PROMPT_CHARS = 50_000
@@ -91,15 +93,14 @@ def _text(name: str, data: bytes) -> str:
 
 def _load(where: str, text: str):
     try:
-        return json.loads(text, parse_constant=_refuse_constant)
+        value = json_input.loads(text)
     except json.JSONDecodeError as error:
         raise PromptFileRefused(f"{where}: not valid JSON ({error.msg}, column {error.colno}).") from None
     except ValueError as error:  # e.g. an integer of more than 4,300 digits
         raise PromptFileRefused(f"{where}: not valid JSON ({error}).") from None
-
-
-def _refuse_constant(constant: str):
-    raise json.JSONDecodeError(f"{constant} is not allowed", constant, 0)
+    if json_input.has_nul(value):
+        raise PromptFileRefused(f"{where}: a NUL character (\\u0000) in the text, which cannot be stored.")
+    return value
 
 
 def _category(where: str, record: dict) -> str:

@@ -141,6 +141,8 @@ def _bad_cases():
         ("huge", b'{"completed": ' + b"9" * 5000 + b"}", "huge: not valid JSON: Exceeds the limit (4300 digits)"),
         ("latin1", '{"label": "café"}'.encode("latin-1"), "latin1: not UTF-8 text (byte 0xe9 at 14)."),
         ("list", b"[1, 2]", "list: a result file is a JSON object, not a list."),
+        ("nul", _bytes(content | {"label": "a\x00b"}), "nul: a NUL character (\\u0000) in a text, which cannot be"),
+        ("nul-key", _bytes(content | {"extra": [{"k\x00": 1}]}), "nul-key: a NUL character"),
         ("other", b'{"hello": "world"}', "other: not a vllm bench serve result (missing duration, completed,"),
         ("unbounded", _bytes(content | {"max_concurrency": None}), "unbounded: no max_concurrency."),
         ("ragged", _bytes(content | {"ttfts": [0.1]}), "ragged: the per-request lists differ in length"),
