@@ -179,6 +179,10 @@ class Results:
         return capacity.capacity_warnings(self.capacity_rows, {arm.id: arm.label for arm in self.arms})
 
     @property
+    def capacity_unrecorded(self) -> bool:
+        return any(not row.arm.recorded or not row.baseline.recorded for row in self.capacity_rows)
+
+    @property
     def capacity_table(self) -> list[tuple[ArmStyle, capacity.CapacityRow]]:
         by_id = {arm.id: arm for arm in self.arms}
         return [(by_id[row.arm_id], row) for row in self.capacity_rows]

@@ -217,7 +217,9 @@ SPECDASH_HEARTBEAT_STALE_S = env_int("SPECDASH_HEARTBEAT_STALE_S", 30)
 # How long a worker keeps retrying to store a finished run while PostgreSQL does not answer;
 # after that the results stay in its spool for the next task (workers/spool.py).
 SPECDASH_DB_OUTAGE_WAIT_S = env_float("SPECDASH_DB_OUTAGE_WAIT_S", 600.0)
-SPECDASH_CPU_KVCACHE_GIB = env_int("SPECDASH_CPU_KVCACHE_GIB", 2)
+# The KV cache of CPU servers in GiB; a fraction gives a cache small enough to fill (a test
+# of preemption, or the memory a production host would leave).
+SPECDASH_CPU_KVCACHE_GIB = env_float("SPECDASH_CPU_KVCACHE_GIB", 2.0)
 # Model ids or paths outside SPECDASH_MODELS_DIR only when an administrator allows them for
 # this installation. vLLM never gets --trust-remote-code: no model code from a repository runs.
 SPECDASH_ALLOW_ANY_MODEL_PATH = env_bool("SPECDASH_ALLOW_ANY_MODEL_PATH", False)

@@ -102,6 +102,7 @@ def test_runs_recorded_before_show_not_recorded(logged_in_client):
     experiment = seed_finished_experiment()
     table = _tables(_page(logged_in_client, experiment))["table-capacity"]
     assert all(row[3:] == ["not recorded"] * 10 for row in table[1:])
+    assert "the runs were stored before these figures were measured" in _page(logged_in_client, experiment)
     assert '<ul class="warnings" id="capacity-warnings">' not in _page(logged_in_client, experiment)
 
 

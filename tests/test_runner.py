@@ -209,7 +209,7 @@ def test_every_run_sends_the_same_distinct_prompts_warmup_first(served, celery_d
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two usable cores")
 def test_cpu_hosts_bind_the_engine_and_pin_the_client_while_measuring(served, celery_dispatch, settings):
-    settings.SPECDASH_CPU_KVCACHE_GIB = 5
+    settings.SPECDASH_CPU_KVCACHE_GIB = 0.5
     cores = sorted(os.sched_getaffinity(0))
     before = os.sched_getaffinity(0)
 
@@ -217,7 +217,10 @@ def test_cpu_hosts_bind_the_engine_and_pin_the_client_while_measuring(served, ce
 
     engine = core_list(cores[1:])
     for server in served.servers:
-        assert server.env == {"VLLM_CPU_KVCACHE_SPACE": "5", "VLLM_CPU_OMP_THREADS_BIND": engine}
+        # The cache's size as a flag, which takes fractions of a GiB; vLLM's whole-GiB variable,
+        # which would override it, is kept out of the server's environment.
+        assert server.env == {"VLLM_CPU_KVCACHE_SPACE": None, "VLLM_CPU_OMP_THREADS_BIND": engine}
+        assert server.args[server.args.index("--kv-cache-memory-bytes") + 1] == str(2**29)
         assert all(load["cores"] == {cores[0]} for load in server.loads)
     assert os.sched_getaffinity(0) == before
     snapshot = EnvironmentSnapshot.objects.filter(run__experiment=experiment).first()

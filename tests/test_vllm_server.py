@@ -43,7 +43,12 @@ def test_baseline_args():
     assert "--speculative-config" not in args
     assert "--per-request-spec-decode-metrics" not in args
     assert "--enforce-eager" not in args
+    assert "--kv-cache-memory-bytes" not in args
     assert all(isinstance(arg, str) for arg in args)
+
+
+def test_kv_cache_size_in_bytes():
+    assert _value(_args(kv_cache_bytes=6_000_000), "--kv-cache-memory-bytes") == "6000000"
 
 
 def test_speculative_args_carry_the_config_as_json():
@@ -81,8 +86,9 @@ def test_free_port_skips_a_taken_candidate():
 
 
 def test_child_env_lays_the_given_env_over_the_workers(monkeypatch, tmp_path):
-    # The KV cache size comes from the settings through the runner (workers.runner.server_env),
-    # not from a default in this module.
+    # The runner decides the server's variables (workers.runner.server_env), none comes from a
+    # default in this module; one given as None is removed (the runner keeps vLLM's
+    # VLLM_CPU_KVCACHE_SPACE out, which would override --kv-cache-memory-bytes).
     monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)
     monkeypatch.setenv("SPECDASH_SOMETHING", "kept")
     args = ["python", "--port", "1"]
@@ -92,6 +98,8 @@ def test_child_env_lays_the_given_env_over_the_workers(monkeypatch, tmp_path):
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "4")
     overridden = VllmServer(args, log_path=tmp_path / "log", env={"VLLM_CPU_KVCACHE_SPACE": "8"}).child_env()
     assert overridden["VLLM_CPU_KVCACHE_SPACE"] == "8"
+    removed = VllmServer(args, log_path=tmp_path / "log", env={"VLLM_CPU_KVCACHE_SPACE": None}).child_env()
+    assert "VLLM_CPU_KVCACHE_SPACE" not in removed
 
 
 # --- process handling, with a stand-in server ------------------------------------------

@@ -1,11 +1,13 @@
 """A real Celery worker process for integration tests, on the test database and the
 test Redis database. Import the fixtures from here into a test module."""
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,16 +30,25 @@ def celery_worker_process(django_db_setup, django_db_blocker):
     records and logs: a worker stops only the orphaned vLLM servers of its own name.
     """
     redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
+    with celery_worker("cpu") as log_path:
+        yield log_path
+
+
+@contextlib.contextmanager
+def celery_worker(queue: str, env: dict[str, str] | None = None) -> Iterator[Path]:
+    """A worker process on `queue`, with `env` added to its environment (its settings), named
+    after the queue and the test database; yields its log's path, stops it on exit."""
     ARTIFACTS.mkdir(exist_ok=True)
     database = connection.settings_dict["NAME"]
-    log_path = ARTIFACTS / f"celery-worker-{database}.log"
-    env = dict(os.environ)
+    name = database if queue == "cpu" else f"{queue}-{database}"
+    log_path = ARTIFACTS / f"celery-worker-{name}.log"
+    env = dict(os.environ) | (env or {})
     env["DJANGO_SETTINGS_MODULE"] = "specdash.settings_test"
     env["SPECDASH_DB_NAME"] = database
     env["SPECDASH_TEST_REDIS_URL"] = settings.CELERY_BROKER_URL
     args = [
         sys.executable, "-m", "celery", "-A", "specdash", "worker",
-        "-Q", "cpu", "-n", f"test-cpu-{database}@%h", "--concurrency", "1", "--prefetch-multiplier", "1",
+        "-Q", queue, "-n", f"test-cpu-{name}@%h", "--concurrency", "1", "--prefetch-multiplier", "1",
         "--loglevel", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat",
     ]  # fmt: skip
     with open(log_path, "w") as log:

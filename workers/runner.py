@@ -162,6 +162,7 @@ def arm_server_args(experiment: Experiment, arm: Arm, port: int) -> list[str]:
         chat_template=chat_template_for(experiment.target_model)
         if experiment.endpoint == Experiment.Endpoint.CHAT
         else None,
+        kv_cache_bytes=None if cuda_visible() else round(settings.SPECDASH_CPU_KVCACHE_GIB * 2**30),
     )
 
 
@@ -170,12 +171,13 @@ def worker_binding() -> affinity.CpuBinding | None:
     return None if cuda_visible() else affinity.plan_binding(affinity.usable_cores())
 
 
-def server_env(binding: affinity.CpuBinding | None) -> dict[str, str]:
-    """The vLLM server's extra environment: the CPU KV cache size and the engine's cores."""
+def server_env(binding: affinity.CpuBinding | None) -> dict[str, str | None]:
+    """The vLLM server's extra environment on CPU hosts: the engine's cores. The KV cache's
+    size goes as --kv-cache-memory-bytes (arm_server_args), which takes fractions of a GiB;
+    vLLM's VLLM_CPU_KVCACHE_SPACE (whole GiB) would override it, so it is left out."""
     if cuda_visible():
         return {}
-    env = {"VLLM_CPU_KVCACHE_SPACE": str(settings.SPECDASH_CPU_KVCACHE_GIB)}
-    return env | (binding.env if binding else {})
+    return {"VLLM_CPU_KVCACHE_SPACE": None} | (binding.env if binding else {})
 
 
 def client_cores(binding: affinity.CpuBinding | None) -> contextlib.AbstractContextManager:

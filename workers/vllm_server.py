@@ -60,6 +60,7 @@ def build_server_args(
     prefix_caching: bool = False,
     enforce_eager: bool | None = None,
     chat_template: str | None = None,
+    kv_cache_bytes: int | None = None,
 ) -> list[str]:
     """The argument list that starts the server; `speculative_config=None` is the baseline.
 
@@ -67,6 +68,7 @@ def build_server_args(
     level and repetition on one server, and cache hits would make later runs look faster
     than earlier ones. `enforce_eager=None` means "only when no GPU is visible" (CUDA graphs
     do not exist on CPU). `chat_template`: a file for --chat-template (workers/chat_template.py).
+    `kv_cache_bytes`: the KV cache's size; None leaves it to vLLM (on GPUs, a share of the memory).
     """
     args = [
         python, "-m", SERVER_MODULE,
@@ -89,6 +91,8 @@ def build_server_args(
         ]  # fmt: skip
     if chat_template is not None:
         args += ["--chat-template", chat_template]
+    if kv_cache_bytes is not None:
+        args += ["--kv-cache-memory-bytes", str(kv_cache_bytes)]
     return args
 
 
@@ -180,9 +184,9 @@ class VllmServer:
         self.stop()
 
     def child_env(self) -> dict[str, str]:
-        """os.environ with `env` laid over it (e.g. VLLM_CPU_KVCACHE_SPACE and the engine's
-        cores on CPU hosts: the runner decides them from the settings)."""
-        env = {**os.environ, **self.env}
+        """os.environ with `env` laid over it (e.g. the engine's cores on CPU hosts: the runner
+        decides them from the settings); a variable `env` maps to None is left out."""
+        env = {name: value for name, value in {**os.environ, **self.env}.items() if value is not None}
         env.setdefault("PYTHONUNBUFFERED", "1")
         return env
 
