@@ -1,4 +1,4 @@
-"""Play faults against a real specdash and print what happened (issue 11, item 8).
+"""Play faults against a real specdash and print what happened.
 
     .venv/bin/python scripts/fault_injection.py [--only NAME ...] [--markdown docs/faults.md]
 

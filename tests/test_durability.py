@@ -1,4 +1,4 @@
-"""Nothing stuck, lost or recorded twice (issue 11, items 2-4), without Celery or vLLM:
+"""Nothing stuck, lost or recorded twice, without Celery or vLLM:
 submitting while Redis is down, the lease a worker process holds on its experiment, the
 reaper taking work back from a dead process, per-run time limits, and results kept on the
 worker's disk until PostgreSQL answers."""

@@ -1,4 +1,4 @@
-"""The input defects found by trying specdash as a new user would (issue 11): each is refused
+"""The input defects found by trying specdash as a new user would: each is refused
 with a message that says why, and nothing is stored."""
 
 import os
