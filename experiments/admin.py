@@ -103,7 +103,20 @@ class ExperimentAdmin(TeamAdmin):
         "origin_kind",
         "cancelled_by",
     ]
-    readonly_fields = [name for name in fields if name not in ("name", "description")]
+    readonly_fields = [name for name in fields if name not in ("name", "description")] + ["origin_elsewhere"]
+
+    def get_fields(self, request, obj=None):
+        """The origin is named only to those who may see it: a member of two teams can re-run
+        one team's experiment into the other."""
+        fields = list(super().get_fields(request, obj))
+        origin = obj.origin_id if obj is not None else None
+        if origin is not None and not Experiment.objects.visible_to(request.user).filter(pk=origin).exists():
+            fields[fields.index("origin")] = "origin_elsewhere"
+        return fields
+
+    @admin.display(description="origin")
+    def origin_elsewhere(self, obj) -> str:
+        return "an experiment of another team"
 
     def has_add_permission(self, request):
         return False

@@ -571,3 +571,18 @@ def test_the_admin_hides_another_teams_decisions_and_a_superuser_sees_all(alice,
     assert f"/{decision.pk}/change/" not in _client(outsider).get(changelist).content.decode()
     assert f"/{decision.pk}/change/" in _client(root).get(changelist).content.decode()
     assert _client(root).get(reverse("experiments:detail", args=[experiment.pk])).status_code == 200
+
+
+def test_the_admin_does_not_name_an_origin_of_another_team(alice, blue, red, experiment):
+    experiment.origin = ExperimentFactory(owner=alice, team=red, name="red secret origin")
+    experiment.team = blue
+    experiment.save()
+    member_of_blue, member_of_both = _staff("bea", blue), _staff("max", blue, red)
+    page = reverse("admin:experiments_experiment_change", args=[experiment.pk])
+
+    hidden = _client(member_of_blue).get(page).content.decode()
+    shown = _client(member_of_both).get(page).content.decode()
+
+    assert "red secret origin" not in hidden
+    assert "an experiment of another team" in hidden
+    assert "red secret origin" in shown
