@@ -62,7 +62,9 @@ def history():
     return old, month_ago.date()
 
 
-def test_find_rerun_compare_propose_and_approve(browser, live_server, history):
+def test_find_rerun_compare_propose_and_approve(browser, live_server, history, celery_dispatch):
+    """`celery_dispatch` holds the re-run back from the real worker other modules start: the
+    test plays the worker itself (complete_experiment)."""
     old, month_day = history
     context, page, errors = _open_as(browser, live_server, "alice")
 

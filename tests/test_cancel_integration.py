@@ -44,6 +44,10 @@ def test_cancel_stops_the_load_and_the_server_and_keeps_the_completed_run(celery
         name="cancel me", target_model=str(TARGET), dtype="float32", max_model_len=512, prompt_set="code_edit",
         prompt_set_hash=prompt_set_hash("code_edit"), num_prompts=24, max_tokens=48, concurrency_levels=[1, 2],
         repetitions=1, warmup_requests=1,
+        # Paced arrivals keep each run about 12 s long however fast the host decodes, so the
+        # cancel lands while the second run is under way (unpaced, a fast host finished it
+        # between the poll and the cancel).
+        request_rate=2.0,
     )  # fmt: skip
     first, second, *later = experiment.runs.in_execution_order(server_per_block=True)
     assert first.arm_id == second.arm_id  # the first two runs share the first server

@@ -121,6 +121,28 @@ def _schedule_order(experiment: Experiment, *order: str) -> list[int]:
     return list(experiment.runs.order_by(*order).values_list("id", flat=True))
 
 
+def test_no_server_starts_for_a_session_whose_runs_were_all_taken_meanwhile(served, celery_dispatch, monkeypatch):
+    experiment = _experiment(celery_dispatch)
+    sessions = runner.experiment_sessions(experiment)
+    first = sessions[0]
+
+    def listed_then_claimed_elsewhere(experiment):
+        # Another worker claims the first session's runs once this one has listed them.
+        for run in first.runs:
+            assert services.run_claim(run_id=run.id, worker_host="host-2")
+        return sessions
+
+    monkeypatch.setattr(runner, "experiment_sessions", listed_then_claimed_elsewhere)
+
+    runner.experiment_run_all(experiment.id, worker_host="host-1", worker_name="cpu@host-1")
+
+    assert len(served.servers) == len(sessions) - 1
+    assert not any(run_id in {run.id for run in first.runs} for s in served.servers for run_id in s.run_ids)
+    assert set(Run.objects.filter(id__in=[run.id for run in first.runs]).values_list("worker_host", flat=True)) == {
+        "host-2"
+    }
+
+
 def test_a_server_per_block_and_arm_in_schedule_order(served, celery_dispatch):
     experiment = _run_all(_experiment(celery_dispatch))
 

@@ -299,6 +299,11 @@ def session_attempt(execution: Execution, session: Session) -> None:
     A server that does not start fails this session's runs only."""
     experiment = execution.experiment
     stop_if_cancelled(experiment)
+    if not Run.objects.filter(id__in=[run.id for run in session.runs], status=Run.Status.QUEUED).exists():
+        # Claimed elsewhere or closed since the sessions were listed: a server would start
+        # (tens of seconds on a GPU host) only to find nothing to run.
+        logger.info("%s: none of its %d runs is queued any more; no server started", session.arm, len(session.runs))
+        return
     args = arm_server_args(experiment, session.arm, free_port())
     logger.info("starting vLLM for %s (%d runs): %s", session.arm, len(session.runs), " ".join(args))
     try:
