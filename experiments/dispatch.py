@@ -102,7 +102,7 @@ def runs_requeue(runs, *, reason: str, max_attempts: int = MAX_ATTEMPTS) -> None
         error=f"{reason} (tried {max_attempts} times); gave up.",
     )
     runs.filter(attempts__lt=max_attempts).update(
-        status=Run.Status.QUEUED, started_at=None, heartbeat_at=None, requests_done=0, worker_host=""
+        status=Run.Status.QUEUED, started_at=None, heartbeat_at=None, requests_done=0, worker_host="", worker_name=""
     )
 
 

@@ -372,6 +372,9 @@ class Run(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     worker_host = models.CharField(max_length=255, blank=True)
+    # Several workers share a host (one per GPU), so the host alone does not say which one
+    # executed the run: the Celery node name does (queue-N@host, unique in the fleet).
+    worker_name = models.CharField(max_length=255, blank=True, help_text="Celery node name of the worker that ran it.")
     attempts = models.PositiveSmallIntegerField(default=0)
     requests_done = models.PositiveIntegerField(default=0)
     requests_total = models.PositiveIntegerField(default=0)

@@ -146,6 +146,13 @@ def experiment_runs(*, experiment: Experiment) -> QuerySet[Run]:
     return runs.in_execution_order(server_per_block=experiment.server_per_block)
 
 
+def experiment_workers(*, experiment: Experiment) -> list[str]:
+    """The Celery workers (node names) that claimed its runs. One, unless a worker died
+    mid-experiment and another took the rest over (experiments/dispatch.py)."""
+    names = experiment.runs.exclude(worker_name="").values_list("worker_name", flat=True)
+    return sorted(set(names))
+
+
 def experiment_progress(*, experiment: Experiment) -> Progress:
     counts = experiment.runs.aggregate(
         total=Count("id"),

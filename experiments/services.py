@@ -197,11 +197,17 @@ def experiments_without_work() -> list[Experiment]:
     return list(running.exclude(id__in=busy.values("experiment_id")))
 
 
-def run_claim(*, run_id: int, worker_host: str) -> bool:
-    """Take a queued run for this worker. False if another worker already has it."""
+def run_claim(*, run_id: int, worker_host: str, worker_name: str = "") -> bool:
+    """Take a queued run for this worker (`worker_name`: its Celery node name; empty when no
+    Celery worker executes it). False if another worker already has it."""
     now = timezone.now()
     changed = Run.objects.filter(id=run_id, status=Run.Status.QUEUED).update(
-        status=Run.Status.RUNNING, started_at=now, heartbeat_at=now, worker_host=worker_host, error=""
+        status=Run.Status.RUNNING,
+        started_at=now,
+        heartbeat_at=now,
+        worker_host=worker_host,
+        worker_name=worker_name,
+        error="",
     )
     if changed:
         Run.objects.filter(id=run_id).update(attempts=F("attempts") + 1)

@@ -245,6 +245,7 @@ def _progress_context(experiment: Experiment) -> dict:
         "experiment": experiment,
         "runs": selectors.experiment_runs(experiment=experiment),
         "progress": selectors.experiment_progress(experiment=experiment),
+        "workers": selectors.experiment_workers(experiment=experiment),
         "queue_notice": selectors.experiment_queue_notice(experiment=experiment),
         "polling": experiment.is_active,
     }

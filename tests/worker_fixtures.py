@@ -4,10 +4,12 @@ test Redis database. Import the fixtures from here into a test module."""
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,8 @@ from django.conf import settings
 from django.db import connection
 
 from experiments.models import Experiment
+from workers.runner import server_pid_dir
+from workers.vllm_server import stop_orphaned_servers
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
@@ -34,21 +38,59 @@ def celery_worker_process(django_db_setup, django_db_blocker):
         yield log_path
 
 
+@dataclass(frozen=True)
+class WorkerProcess:
+    """A started worker: its Celery node name (what its runs record as worker_name) and log."""
+
+    node: str
+    log_path: Path
+    process: subprocess.Popen = field(repr=False)
+
+
 @contextlib.contextmanager
 def celery_worker(queue: str, env: dict[str, str] | None = None) -> Iterator[Path]:
     """A worker process on `queue`, with `env` added to its environment (its settings), named
     after the queue and the test database; yields its log's path, stops it on exit."""
-    ARTIFACTS.mkdir(exist_ok=True)
+    with celery_workers([(queue, None)], env=env) as (worker,):
+        yield worker.log_path
+
+
+@contextlib.contextmanager
+def celery_workers(
+    specs: list[tuple[str, str | None]], env: dict[str, str] | None = None
+) -> Iterator[list[WorkerProcess]]:
+    """Several worker processes at once, one per (queues, name) in `specs`: `queues` is the
+    comma-separated list its `-Q` takes, `name` makes its node name distinct (None: named
+    after the queue). They start side by side, and each is stopped on every exit path, with
+    the vLLM servers it left behind if it had to be killed."""
+    with contextlib.ExitStack() as stack:
+        workers = [stack.enter_context(_worker_process(queues, name, env)) for queues, name in specs]
+        for worker in workers:
+            _wait_for_log(worker.log_path, "ready.", timeout_s=60, process=worker.process)
+        yield workers
+
+
+def worker_node_name(queues: str, name: str | None) -> str:
+    """Distinct per test database, so two test sessions on one machine keep separate
+    server-pid records and logs."""
     database = connection.settings_dict["NAME"]
-    name = database if queue == "cpu" else f"{queue}-{database}"
-    log_path = ARTIFACTS / f"celery-worker-{name}.log"
+    label = name or queues.replace(",", "-")
+    stem = database if label == "cpu" else f"{label}-{database}"
+    return f"test-cpu-{stem}@{socket.gethostname()}"
+
+
+@contextlib.contextmanager
+def _worker_process(queues: str, name: str | None, env: dict[str, str] | None) -> Iterator[WorkerProcess]:
+    ARTIFACTS.mkdir(exist_ok=True)
+    node = worker_node_name(queues, name)
+    log_path = ARTIFACTS / f"celery-worker-{node.partition('@')[0].removeprefix('test-cpu-')}.log"
     env = dict(os.environ) | (env or {})
     env["DJANGO_SETTINGS_MODULE"] = "specdash.settings_test"
-    env["SPECDASH_DB_NAME"] = database
+    env["SPECDASH_DB_NAME"] = connection.settings_dict["NAME"]
     env["SPECDASH_TEST_REDIS_URL"] = settings.CELERY_BROKER_URL
     args = [
         sys.executable, "-m", "celery", "-A", "specdash", "worker",
-        "-Q", queue, "-n", f"test-cpu-{name}@%h", "--concurrency", "1", "--prefetch-multiplier", "1",
+        "-Q", queues, "-n", node, "--concurrency", "1", "--prefetch-multiplier", "1",
         "--loglevel", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat",
     ]  # fmt: skip
     with open(log_path, "w") as log:
@@ -56,15 +98,22 @@ def celery_worker(queue: str, env: dict[str, str] | None = None) -> Iterator[Pat
             args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
     try:
-        _wait_for_log(log_path, "ready.", timeout_s=60, process=process)
-        yield log_path
+        yield WorkerProcess(node=node, log_path=log_path, process=process)
     finally:
-        process.terminate()  # a warm shutdown: the worker stops its pool children itself
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        _worker_stop(process, node)
+
+
+def _worker_stop(process: subprocess.Popen, node: str) -> None:
+    """A warm shutdown: the worker stops its pool children and its current server itself.
+    Past 60 s it is killed, and the vLLM servers it recorded (they run in sessions of their
+    own, out of the worker's process group) are stopped here."""
+    process.terminate()
+    try:
+        process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        stop_orphaned_servers(server_pid_dir(node))
 
 
 def _wait_for_log(path: Path, text: str, *, timeout_s: float, process: subprocess.Popen) -> None:

@@ -244,7 +244,7 @@ def _check_load(server: VllmServer, load: LoadResult) -> None:
 
 
 def run_execute(server: VllmServer, execution: Execution, run: Run, environment: dict) -> None:
-    if not services.run_claim(run_id=run.id, worker_host=execution.worker_host):
+    if not services.run_claim(run_id=run.id, worker_host=execution.worker_host, worker_name=execution.worker_name):
         logger.info("%s is taken by another worker; skipping", run)
         return
     logger.info("starting %s", run)
@@ -270,9 +270,9 @@ def run_store(execution: Execution, run: Run, record: spool.SpooledRun) -> None:
         raise RunCancelled(f"{run} was cancelled while its results were being stored")
 
 
-def runs_fail(runs: list[Run], error: str, worker_host: str) -> None:
+def runs_fail(runs: list[Run], error: str, *, worker_host: str, worker_name: str) -> None:
     for run in runs:
-        if services.run_claim(run_id=run.id, worker_host=worker_host):
+        if services.run_claim(run_id=run.id, worker_host=worker_host, worker_name=worker_name):
             services.run_mark_failed(run_id=run.id, error=error)
 
 
@@ -326,16 +326,17 @@ def session_attempt(execution: Execution, session: Session) -> None:
     except ServerStartError as exc:
         logger.error("vLLM did not start for %s: %s", session.arm, exc)
         error = f"The vLLM server did not start: {exc}\n\nLast lines of its log:\n{exc.log_tail}"
-        runs_fail(session.runs, error, execution.worker_host)
+        runs_fail(session.runs, error, worker_host=execution.worker_host, worker_name=execution.worker_name)
 
 
-def experiment_prompts_or_fail(experiment: Experiment, worker_host: str) -> list[Prompt] | None:
+def experiment_prompts_or_fail(experiment: Experiment, *, worker_host: str, worker_name: str) -> list[Prompt] | None:
     """The prompts of every run, or None after failing the queued runs when there are none
     (e.g. the prompt set changed since the experiment was created)."""
     try:
         return experiment_requests(experiment)
     except ValueError as exc:
-        runs_fail(list(experiment.runs.filter(status=Run.Status.QUEUED)), f"No prompts: {exc}", worker_host)
+        queued = list(experiment.runs.filter(status=Run.Status.QUEUED))
+        runs_fail(queued, f"No prompts: {exc}", worker_host=worker_host, worker_name=worker_name)
         return None
 
 
@@ -367,7 +368,7 @@ def experiment_execute_held(experiment: Experiment, *, worker_host: str, worker_
     experiment_id = experiment.id
     try:
         services.experiment_mark_running(experiment=experiment)
-        prompts = experiment_prompts_or_fail(experiment, worker_host)
+        prompts = experiment_prompts_or_fail(experiment, worker_host=worker_host, worker_name=worker_name)
         if prompts is not None:
             execution = Execution(experiment, prompts, worker_host, worker_name, binding=worker_binding())
             for session in experiment_sessions(experiment):
