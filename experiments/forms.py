@@ -345,7 +345,13 @@ class ExperimentForm(TeamForm):
         how many the arm formset posts (the most there can be when unknown)."""
         super().__init__(*args, user=user, **kwargs)
         self.speculative_arms = speculative_arms
-        self.fields["uploaded_prompt_set"].queryset = UploadedPromptSet.objects.visible_to(user).defer("items")
+        prompt_sets = UploadedPromptSet.objects.visible_to(user).defer("items").select_related("team")
+        self.fields["uploaded_prompt_set"].queryset = prompt_sets
+        if prompt_sets.values("team").distinct().count() > 1:
+            # Two teams may each have a "traffic v1": the choice names the team then.
+            self.fields["uploaded_prompt_set"].label_from_instance = lambda prompt_set: (
+                f"{prompt_set} ({prompt_set.team.name})"
+            )
 
     def clean_target_model(self):
         return clean_model_path(self.cleaned_data["target_model"])

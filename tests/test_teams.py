@@ -314,6 +314,20 @@ def test_each_team_versions_its_own_sets(alice, bob):
     assert (_prompt_set(alice, name="traffic").version, _prompt_set(bob, name="traffic").version) == (1, 1)
 
 
+def test_the_form_names_the_team_of_each_set_for_a_member_of_two(red, blue, alice, bob):
+    both = _member("dana", red, blue)
+    red_set, blue_set = _prompt_set(alice, name="traffic"), _prompt_set(bob, name="traffic")
+
+    page = _client(both).get(reverse("experiments:create")).content.decode()
+    assert f'<option value="{red_set.pk}">traffic v1 (red)</option>' in page
+    assert f'<option value="{blue_set.pk}">traffic v1 (blue)</option>' in page
+    # One team's member has no two sets to tell apart.
+    assert (
+        f'<option value="{red_set.pk}">traffic v1</option>'
+        in _client(alice).get(reverse("experiments:create")).content.decode()
+    )
+
+
 def test_the_upload_page_stores_in_the_uploaders_team(bob, blue):
     upload = SimpleUploadedFile("t.jsonl", _jsonl())
 
