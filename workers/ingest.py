@@ -1,7 +1,7 @@
 """Write one run's measured requests and summary to PostgreSQL, in one transaction.
 
-Request rows go in with COPY. Writing the same run again replaces its rows, so a run
-that is retried is never recorded twice.
+Request rows go in with binary COPY, encoded by workers/request_copy.py. Writing the same
+run again replaces its rows, so a run that is retried is never recorded twice.
 """
 
 from django.db import connection, transaction
@@ -11,6 +11,7 @@ from experiments.models import EnvironmentSnapshot, Experiment, RequestRecord, R
 from experiments.tokens import pack_token_ids
 from workers.loadgen import LoadResult, RequestResult
 from workers.prom import CapacityFigures, SpecCounters
+from workers.request_copy import copy_buffer
 
 REQUEST_COLUMNS = (
     "run_id",
@@ -41,34 +42,11 @@ CAPACITY_COLUMNS = (
 )
 
 
-def _request_row(run_id: int, r: RequestResult) -> tuple:
-    return (
-        run_id,
-        r.prompt_index,
-        r.input_tokens,
-        r.output_tokens,
-        r.sent_at_s,
-        r.ttft_ms,
-        r.e2e_ms,
-        r.tpot_ms,
-        list(r.chunk_times_ms),
-        list(r.chunk_tokens),
-        r.finish_reason or "",
-        r.error or "",
-        r.spec_acceptance_length,
-        r.spec_accepted_per_step,
-        r.spec_proposed_per_step,
-        pack_token_ids(r.output_token_ids),
-        r.queue_ms,
-    )
-
-
 def _copy_requests(run_id: int, requests: list[RequestResult]) -> None:
     table = RequestRecord._meta.db_table
-    sql = f"COPY {table} ({', '.join(REQUEST_COLUMNS)}) FROM STDIN"
+    sql = f"COPY {table} ({', '.join(REQUEST_COLUMNS)}) FROM STDIN WITH (FORMAT BINARY)"
     with connection.cursor() as cursor, cursor.cursor.copy(sql) as copy:
-        for request in requests:
-            copy.write_row(_request_row(run_id, request))
+        copy.write(copy_buffer(run_id, requests, pack_token_ids))
 
 
 def meets_slos(r: RequestResult, experiment: Experiment) -> bool:

@@ -1,0 +1,77 @@
+"""The binary COPY of request rows stores exactly what psycopg's own row-by-row COPY stores."""
+
+import random
+
+import pytest
+from django.db import connection
+
+from experiments.models import RequestRecord
+from experiments.tokens import pack_token_ids
+from scripts import bench_ingest
+from tests.factories import RunFactory
+from workers.ingest import REQUEST_COLUMNS, _copy_requests
+from workers.loadgen import RequestResult
+
+pytestmark = pytest.mark.django_db
+
+
+def _reference_copy(run_id: int, requests: list[RequestResult]) -> None:
+    """psycopg's text COPY, one row at a time: the reference for what must be stored."""
+    sql = f"COPY {RequestRecord._meta.db_table} ({', '.join(REQUEST_COLUMNS)}) FROM STDIN"
+    with connection.cursor() as cursor, cursor.cursor.copy(sql) as copy:
+        for r in requests:
+            copy.write_row(
+                (
+                    run_id, r.prompt_index, r.input_tokens, r.output_tokens, r.sent_at_s, r.ttft_ms, r.e2e_ms,
+                    r.tpot_ms, list(r.chunk_times_ms), list(r.chunk_tokens), r.finish_reason or "", r.error or "",
+                    r.spec_acceptance_length, r.spec_accepted_per_step, r.spec_proposed_per_step,
+                    pack_token_ids(r.output_token_ids), r.queue_ms,
+                )
+            )  # fmt: skip
+
+
+def _edge_cases() -> list[RequestResult]:
+    rng = random.Random(3)
+    simulated = [bench_ingest.request_result(rng, i, 4 if i % 2 else None, 0.6) for i in range(4)]
+    return [
+        *simulated,
+        # A failed request: no timings, empty arrays, an error with a tab, a newline, a backslash and non-ASCII.
+        RequestResult(prompt_index=4, error="HTTP 500:\tbad\nline \\ é ✓", sent_at_s=1 / 3),
+        # One token: no TPOT, speculative lists present but empty, a tiny and a huge float, a long id.
+        RequestResult(
+            prompt_index=5,
+            input_tokens=2**31 - 1,
+            output_tokens=1,
+            ttft_ms=5e-324,
+            e2e_ms=1.7976931348623157e308,
+            chunk_times_ms=[0.1 + 0.2],
+            chunk_tokens=[1],
+            output_token_ids=[2**32 - 1],
+            finish_reason="stop",
+            spec_accepted_per_step=[],
+            spec_proposed_per_step=[],
+            queue_ms=0.0,
+        ),
+        RequestResult(prompt_index=6, output_tokens=3, spec_accepted_per_step=[32767, 0], spec_proposed_per_step=[1]),
+    ]
+
+
+def _stored(run_id: int) -> list[tuple]:
+    columns = [c for c in REQUEST_COLUMNS if c != "run_id"]
+    rows = RequestRecord.objects.filter(run_id=run_id).order_by("prompt_index").values_list(*columns)
+    return [tuple(bytes(v) if isinstance(v, memoryview) else v for v in row) for row in rows]
+
+
+def test_binary_copy_stores_what_the_row_by_row_copy_stores():
+    requests = _edge_cases()
+    reference, binary = RunFactory(), RunFactory()
+    _reference_copy(reference.id, requests)
+    _copy_requests(binary.id, requests)
+    assert _stored(binary.id) == _stored(reference.id)
+    assert len(_stored(binary.id)) == len(requests)
+
+
+def test_no_requests_copy_nothing():
+    run = RunFactory()
+    _copy_requests(run.id, [])
+    assert not RequestRecord.objects.filter(run=run).exists()
