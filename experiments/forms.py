@@ -316,6 +316,12 @@ class ExperimentForm(TeamForm):
         "Run the baseline twice. The copy's “speedup” over the baseline is the noise floor: how far an arm moves "
         "with no effect at all.",
     )
+    profile_intervals = model_checkbox(
+        "profile_intervals",
+        "Profile one interval per arm and level",
+        "After each arm's measured runs, a few more requests per level under vLLM's torch profiler, to show "
+        "where a step's time goes (proposing, verifying, sampling). Left out of every statistic.",
+    )
     equivalence_margin = forms.FloatField(
         initial=model_default("equivalence_margin") * 100,
         label="Equivalence margin (%)",

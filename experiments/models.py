@@ -109,6 +109,11 @@ class Experiment(models.Model):
         default=0.02, help_text="Smallest speedup worth acting on, as a fraction (0.02 = 2 %)."
     )
     warmup_requests = models.PositiveSmallIntegerField(default=2)
+    profile_intervals = models.BooleanField(
+        default=False,
+        help_text="After each arm's measured runs, one short extra interval per level under vLLM's torch "
+        "profiler (experiments/profiles.py); left out of every statistic.",
+    )
     request_rate = models.FloatField(
         null=True,
         blank=True,
@@ -510,6 +515,45 @@ class RequestRecord(models.Model):
     @property
     def succeeded(self) -> bool:
         return not self.error
+
+
+class ProfiledInterval(models.Model):
+    """A short extra interval of one arm at one level, run under vLLM's torch profiler on the
+    server of the arm's last block, after its measured runs. Not a Run: the profiler slows
+    the engine, so its requests are not stored and no latency, throughput or verdict reads
+    it. What it gives is where a step's time goes (experiments/profiles.py)."""
+
+    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="profiled_intervals")
+    arm = models.ForeignKey(Arm, on_delete=models.CASCADE, related_name="profiled_intervals")
+    concurrency = models.PositiveIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    worker_host = models.CharField(max_length=255, blank=True)
+    requests = models.PositiveIntegerField(help_text="Requests sent while the profiler ran.")
+    completed = models.PositiveIntegerField(default=0)
+    duration_s = models.FloatField(null=True)
+    trace_path = models.CharField(
+        max_length=500, blank=True, help_text="The gzipped trace on the worker host, relative to its data folder."
+    )
+    trace_bytes = models.PositiveBigIntegerField(null=True)
+    steps = models.PositiveIntegerField(null=True, help_text="Engine steps found in the trace.")
+    profiled_ms = models.FloatField(
+        null=True, help_text="From the first step's start to the last one's end: the shares' denominator."
+    )
+    share_proposing = models.FloatField(null=True)
+    share_verifying = models.FloatField(null=True)
+    share_sampling = models.FloatField(null=True)
+    share_other = models.FloatField(null=True)
+    top_events = models.JSONField(default=list, blank=True, help_text="[share, name] of the heaviest event names.")
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["arm__position", "concurrency"]
+        constraints = [
+            models.UniqueConstraint(fields=["arm", "concurrency"], name="profiled_interval_unique_cell"),
+        ]
+
+    def __str__(self):
+        return f"profiled {self.arm} @ {self.concurrency}"
 
 
 class EnvironmentSnapshot(models.Model):

@@ -9,10 +9,10 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from experiments import decisions, dispatch, teams
+from experiments import decisions, dispatch, profiles, teams
 from experiments.analysis import experiment_analyse
 from experiments.differences import hardware_label
-from experiments.models import Arm, Comment, EnvironmentSnapshot, Experiment, IllegalTransition, Run
+from experiments.models import Arm, Comment, EnvironmentSnapshot, Experiment, IllegalTransition, ProfiledInterval, Run
 from experiments.schedule import schedule
 
 logger = logging.getLogger(__name__)
@@ -267,3 +267,21 @@ def runs_requeue_stale(*, stale_after: timedelta, max_attempts: int = dispatch.M
     experiment_ids = sorted(set(stale.filter(attempts__lt=max_attempts).values_list("experiment_id", flat=True)))
     dispatch.runs_requeue(stale, reason="The worker stopped reporting", max_attempts=max_attempts)
     return experiment_ids
+
+
+def profiled_interval_record(
+    *, experiment: Experiment, arm: Arm, level: int, summary: profiles.TraceSummary | None = None, **fields
+) -> ProfiledInterval:
+    """Store (or replace) the profiled interval of an arm at a level, with its trace's shares.
+    `fields`: the interval's other columns (requests, trace path, error …)."""
+    shares = summary.shares if summary is not None else {}
+    columns = {
+        **fields,
+        "experiment": experiment,
+        "steps": summary.steps if summary is not None else None,
+        "profiled_ms": summary.total_ms if summary is not None else None,
+        "top_events": summary.top_events if summary is not None else [],
+        **{f"share_{phase}": shares.get(phase) for phase in profiles.PHASES},
+    }
+    interval, _ = ProfiledInterval.objects.update_or_create(arm=arm, concurrency=level, defaults=columns)
+    return interval

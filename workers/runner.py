@@ -22,13 +22,20 @@ from django.db import DatabaseError, connection
 from experiments import dispatch, limits, services
 from experiments.models import Arm, Experiment, IllegalTransition, Run
 from experiments.workloads import experiment_requests
-from workers import affinity, spool
+from workers import affinity, profiling, spool
 from workers.chat_template import chat_template_for
 from workers.envinfo import capture_environment
 from workers.liveness import LeaseBeat
 from workers.loadgen import LoadResult, Prompt, run_load_sync
 from workers.prom import SpecCounters
-from workers.vllm_server import ServerStartError, VllmServer, build_server_args, cuda_visible, free_port
+from workers.vllm_server import (
+    ServerStartError,
+    VllmServer,
+    build_server_args,
+    cuda_visible,
+    free_port,
+    profiler_args,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -305,12 +312,14 @@ def session_attempt(execution: Execution, session: Session) -> None:
         logger.info("%s: none of its %d runs is queued any more; no server started", session.arm, len(session.runs))
         return
     args = arm_server_args(experiment, session.arm, free_port())
+    levels = profiling.profiled_levels(experiment, session.runs)
+    args += profiler_args(profiling.profile_dir(experiment, session.arm)) if levels else []
     logger.info("starting vLLM for %s (%d runs): %s", session.arm, len(session.runs), " ".join(args))
     try:
         server = VllmServer(
             args,
             log_path=server_log_path(experiment, session),
-            env=server_env(execution.binding),
+            env=server_env(execution.binding) | (profiling.SCOPES_ENV if levels else {}),
             start_timeout_s=settings.SPECDASH_SERVER_START_TIMEOUT_S,
             pid_dir=server_pid_dir(execution.worker_name),
         )
@@ -323,6 +332,9 @@ def session_attempt(execution: Execution, session: Session) -> None:
             for run in session.runs:
                 stop_if_cancelled(experiment)
                 run_execute(server, execution, run, environment)
+            if levels:
+                stop_if_cancelled(experiment)
+                profiling.session_profile(server.base_url, experiment, session.arm, levels, execution.prompts)
     except ServerStartError as exc:
         logger.error("vLLM did not start for %s: %s", session.arm, exc)
         error = f"The vLLM server did not start: {exc}\n\nLast lines of its log:\n{exc.log_tail}"
