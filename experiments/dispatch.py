@@ -51,12 +51,21 @@ def lease_owner_name(worker_name: str, host: str) -> str:
     return f"{host}:{os.getpid()}:{worker_name}"
 
 
-def _owner_dead_here(owner: str, host: str) -> bool:
-    """A lease owner on this host whose process is gone: a pool process killed mid-run,
-    whose replacement need not wait for the beat to go stale."""
-    owner_host, _, rest = owner.partition(":")
-    pid = rest.partition(":")[0]
-    if owner_host != host or not pid.isdigit():
+def _lease_parts(owner: str) -> tuple[str, str, str]:
+    """Host, process id and Celery node name of a lease owner (lease_owner_name)."""
+    host, _, rest = owner.partition(":")
+    pid, _, node = rest.partition(":")
+    return host, pid, node
+
+
+def _owner_dead_here(current: str, owner: str) -> bool:
+    """A holder that was this same worker (host and Celery node) in a process that is gone: a
+    pool process killed mid-run, whose replacement need not wait for the beat to go stale.
+    Another worker is never judged so, even one reporting the same host name: containers
+    started with the machine's hostname each have process ids of their own."""
+    current_host, pid, current_node = _lease_parts(current)
+    own_host, _, own_node = _lease_parts(owner)
+    if (current_host, current_node) != (own_host, own_node) or not pid.isdigit():
         return False
     try:
         os.kill(int(pid), 0)
@@ -67,13 +76,13 @@ def _owner_dead_here(owner: str, host: str) -> bool:
     return False
 
 
-def experiment_lease_take(*, experiment_id: int, owner: str, host: str, stale_after: timedelta) -> bool:
+def experiment_lease_take(*, experiment_id: int, owner: str, stale_after: timedelta) -> bool:
     """Hold the experiment for this worker process. False while another live process holds it
     (a re-delivered task then leaves it alone)."""
     now = timezone.now()
     free = Q(lease_owner="") | Q(lease_owner=owner) | Q(lease_at__lt=now - stale_after)
     current = Experiment.objects.filter(id=experiment_id).values_list("lease_owner", flat=True).first()
-    if current and _owner_dead_here(current, host):
+    if current and _owner_dead_here(current, owner):
         free |= Q(lease_owner=current)
     return bool(Experiment.objects.filter(free, id=experiment_id).update(lease_owner=owner, lease_at=now))
 

@@ -90,22 +90,22 @@ def test_the_reaper_and_the_dispatcher_run_on_the_control_queue(settings):
 # ---------------------------------------------------------------- the lease and the reaper
 
 
-def _take(experiment, owner, host="host-a"):
-    return dispatch.experiment_lease_take(experiment_id=experiment.id, owner=owner, host=host, stale_after=STALE)
+def _take(experiment, owner):
+    return dispatch.experiment_lease_take(experiment_id=experiment.id, owner=owner, stale_after=STALE)
 
 
 def test_a_live_holder_keeps_its_experiment_from_a_redelivered_task():
     experiment = ExperimentFactory()
 
     assert _take(experiment, "host-a:1:cpu@a")
-    assert not _take(experiment, "host-b:2:cpu@b", host="host-b")
+    assert not _take(experiment, "host-b:2:cpu@b")
     assert dispatch.experiment_lease_beat(experiment_id=experiment.id, owner="host-a:1:cpu@a")
 
 
 def test_a_stale_lease_is_taken_and_its_old_holder_learns_it_lost_it():
     experiment = ExperimentFactory(lease_owner="host-a:1:cpu@a", lease_at=timezone.now() - timedelta(minutes=1))
 
-    assert _take(experiment, "host-b:2:cpu@b", host="host-b")
+    assert _take(experiment, "host-b:2:cpu@b")
     assert not dispatch.experiment_lease_beat(experiment_id=experiment.id, owner="host-a:1:cpu@a")
 
 
@@ -117,6 +117,17 @@ def test_a_holder_that_died_on_this_host_is_replaced_at_once():
 
     assert _take(experiment, "host-a:99:cpu@a")
     assert not _take(alive, "host-a:99:cpu@a")
+
+
+def test_a_holder_is_judged_dead_at_once_only_by_its_own_worker():
+    """Two workers can report one host name (containers started with the machine's hostname),
+    each with process ids of its own: a process id missing here says nothing about another's."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    experiment = ExperimentFactory(lease_owner=f"gpu-host-7:{dead.pid}:h100-0@gpu-host-7", lease_at=timezone.now())
+
+    assert not _take(experiment, "gpu-host-7:99:h100-1@gpu-host-7")
+    assert _take(experiment, "gpu-host-7:99:h100-0@gpu-host-7")
 
 
 def test_a_beat_keeps_the_holders_running_runs_fresh():

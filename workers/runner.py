@@ -362,9 +362,7 @@ def experiment_run_all(experiment_id: int, *, worker_host: str, worker_name: str
         return
     owner = dispatch.lease_owner_name(worker_name, worker_host)
     stale = timedelta(seconds=settings.SPECDASH_HEARTBEAT_STALE_S)
-    if not dispatch.experiment_lease_take(
-        experiment_id=experiment_id, owner=owner, host=worker_host, stale_after=stale
-    ):
+    if not dispatch.experiment_lease_take(experiment_id=experiment_id, owner=owner, stale_after=stale):
         logger.info("experiment %s is held by another live worker process; leaving it", experiment_id)
         return
     try:
