@@ -1,0 +1,87 @@
+"""The numpy counts in experiments/stats.py give exactly the numbers of the plain loops they
+replaced (kept here as the reference), on random requests and on the edge cases."""
+
+import random
+from collections import defaultdict
+
+import pytest
+
+from experiments import stats
+
+
+def _conditional_from_steps_loop(steps):
+    accepted_at, at_stake = defaultdict(int), defaultdict(int)
+    for accepted_per_step, drafted_per_step in steps:
+        if len(accepted_per_step) != len(drafted_per_step):
+            raise ValueError("accepted_per_step and drafted_per_step differ in length")
+        for accepted, drafted in zip(accepted_per_step, drafted_per_step, strict=True):
+            for position in range(min(accepted + 1, drafted)):
+                at_stake[position] += 1
+                accepted_at[position] += position < accepted
+    return [(accepted_at[i], at_stake[i]) for i in range(len(at_stake))]
+
+
+def _along_output_loop(requests, bucket_tokens):
+    totals, merged = defaultdict(lambda: [0, 0]), 0
+    for chunks, steps in requests:
+        if len(chunks) - 1 != steps:
+            merged += 1
+            continue
+        index = chunks[0]
+        for tokens in chunks[1:]:
+            bucket = totals[index // bucket_tokens * bucket_tokens]
+            bucket[0] += tokens
+            bucket[1] += 1
+            index += tokens
+    return [(start, total / n, n) for start, (total, n) in sorted(totals.items())], merged
+
+
+def _random_steps(rng):
+    k = rng.randint(1, 6)
+    requests = []
+    for _ in range(rng.randint(0, 30)):
+        drafted = [rng.randint(0, k) for _ in range(rng.randint(0, 40))]
+        requests.append(([rng.randint(0, d) for d in drafted], drafted))
+    return requests
+
+
+def _random_chunks(rng):
+    requests = []
+    for _ in range(rng.randint(0, 30)):
+        chunks = [rng.randint(1, 5) for _ in range(rng.randint(0, 60))]
+        steps = len(chunks) - 1 if chunks and rng.random() < 0.8 else rng.randint(0, 70)
+        requests.append((chunks, steps))
+    return requests
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_conditional_from_steps_counts_as_the_loop_did(seed):
+    steps = _random_steps(random.Random(seed))
+    assert stats.per_position_conditional_from_steps(iter(steps)) == _conditional_from_steps_loop(steps)
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_tokens_along_output_as_the_loop_did(seed):
+    rng = random.Random(seed)
+    requests, bucket = _random_chunks(rng), rng.choice([1, 3, 8, 16])
+    assert stats.tokens_per_step_along_output(iter(requests), bucket) == _along_output_loop(requests, bucket)
+
+
+@pytest.mark.parametrize(
+    "steps",
+    [[], [([], [])], [([0], [0])], [([2], [1])], [([3, 0], [3, 4])], [([5], [2]), ([0, 0], [0, 7])]],
+)
+def test_conditional_from_steps_edge_cases(steps):
+    assert stats.per_position_conditional_from_steps(steps) == _conditional_from_steps_loop(steps)
+
+
+@pytest.mark.parametrize("requests", [[], [([], 0)], [([1], 0)], [([1, 2], 5)], [([1, 4, 4], 2), ([2, 1], 1)]])
+def test_tokens_along_output_edge_cases(requests):
+    assert stats.tokens_per_step_along_output(requests, 8) == _along_output_loop(requests, 8)
+
+
+def test_the_results_are_plain_python_numbers():
+    conditional = stats.per_position_conditional_from_steps([([1, 2], [2, 2])])
+    along, merged = stats.tokens_per_step_along_output([([1, 2, 3], 2)], 2)
+    values = [v for pair in conditional for v in pair] + [v for row in along for v in row] + [merged]
+    assert {type(v) for v in values} <= {int, float}
