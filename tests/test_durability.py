@@ -216,17 +216,20 @@ def _record(run: Run, prompts: int = 3) -> spool.SpooledRun:
     return spool.SpooledRun(run.id, run.experiment_id, load, SpecCounters(0, 0, 0, []), {"host_name": "h"})
 
 
+WORKER = "cpu-1@host-a"
+
+
 @pytest.fixture
 def spool_folder(settings, tmp_path):
     settings.DATA_DIR = tmp_path
-    return tmp_path / "spool"
+    return tmp_path / "spool" / WORKER
 
 
 def test_a_run_is_stored_once_however_often_its_results_arrive(spool_folder):
     run = RunFactory(status=Run.Status.RUNNING)
 
-    assert spool.spool_store(spool.spool_write(_record(run)), wait_s=0)
-    assert not spool.spool_store(spool.spool_write(_record(run)), wait_s=0)
+    assert spool.spool_store(spool.spool_write(_record(run), worker_name=WORKER), wait_s=0)
+    assert not spool.spool_store(spool.spool_write(_record(run), worker_name=WORKER), wait_s=0)
 
     run.refresh_from_db()
     assert run.status == Run.Status.SUCCEEDED
@@ -237,7 +240,7 @@ def test_a_run_is_stored_once_however_often_its_results_arrive(spool_folder):
 
 def test_results_wait_on_disk_while_the_database_does_not_answer(spool_folder):
     run = RunFactory(status=Run.Status.RUNNING)
-    path = spool.spool_write(_record(run))
+    path = spool.spool_write(_record(run), worker_name=WORKER)
     real = services.run_record_result
     outage = [OperationalError("the database system is shutting down")] * 2
 
@@ -266,13 +269,25 @@ def test_a_result_left_by_a_dead_worker_is_stored_by_the_next_task_even_if_the_r
     requeued = RunFactory(status=Run.Status.QUEUED, attempts=1)
     cancelled = RunFactory(status=Run.Status.CANCELLED)
     for run in (requeued, cancelled):
-        spool.spool_write(_record(run))
+        spool.spool_write(_record(run), worker_name=WORKER)
 
-    assert spool.spool_flush(wait_s=0) == [requeued.id]
+    assert spool.spool_flush(worker_name=WORKER, wait_s=0) == [requeued.id]
 
     requeued.refresh_from_db()
     assert requeued.status == Run.Status.SUCCEEDED
     assert not RequestRecord.objects.filter(run=cancelled).exists()
+
+
+def test_a_worker_leaves_alone_the_results_another_worker_on_its_data_folder_is_storing(spool_folder):
+    """Two workers on one host may share a data folder. A live worker's file, taken by the other
+    as it starts an experiment, would be stored under it while its own store then found the run
+    taken and stopped the experiment as if cancelled."""
+    run = RunFactory(status=Run.Status.RUNNING)
+    path = spool.spool_write(_record(run), worker_name=WORKER)
+
+    assert spool.spool_flush(worker_name="cpu-2@host-a", wait_s=0) == []
+    assert spool.spool_store(path, wait_s=0)
+    assert list(spool_folder.iterdir()) == []
     assert list(spool_folder.iterdir()) == []
 
 

@@ -272,7 +272,7 @@ def run_execute(server: VllmServer, execution: Execution, run: Run, environment:
 def run_store(execution: Execution, run: Run, record: spool.SpooledRun) -> None:
     """On the worker's disk first, then in PostgreSQL (retried while it restarts): the rows,
     the summary and the status change land together or not at all."""
-    path = spool.spool_write(record)
+    path = spool.spool_write(record, worker_name=execution.worker_name)
     if not spool.spool_store(path, wait_s=settings.SPECDASH_DB_OUTAGE_WAIT_S):
         raise RunCancelled(f"{run} was cancelled while its results were being stored")
 
@@ -354,8 +354,8 @@ def experiment_prompts_or_fail(experiment: Experiment, *, worker_host: str, work
 
 def experiment_run_all(experiment_id: int, *, worker_host: str, worker_name: str) -> None:
     """Execute the experiment if no other live worker process holds it. Results a dead
-    worker left on this host's disk are stored first, and the runs it left running are
-    queued again: they are this process's now."""
+    process of this worker left in its spool are stored first, and the runs a dead holder
+    left running are queued again: they are this process's now."""
     experiment = Experiment.objects.get(id=experiment_id)
     if not experiment.is_active:
         logger.info("experiment %s is %s; nothing to do", experiment_id, experiment.status)
@@ -367,7 +367,7 @@ def experiment_run_all(experiment_id: int, *, worker_host: str, worker_name: str
         return
     try:
         with LeaseBeat(experiment_id=experiment_id, owner=owner):
-            spool.spool_flush(wait_s=settings.SPECDASH_DB_OUTAGE_WAIT_S)
+            spool.spool_flush(worker_name=worker_name, wait_s=settings.SPECDASH_DB_OUTAGE_WAIT_S)
             dispatch.runs_take_back(experiment_id=experiment_id, reason="Its worker process died")
             experiment_execute_held(experiment, worker_host=worker_host, worker_name=worker_name)
     finally:

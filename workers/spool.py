@@ -1,12 +1,15 @@
 """A finished run's results on the worker's disk until PostgreSQL has them.
 
 A run's measurements are written here before the database is tried: if PostgreSQL is
-restarting, the worker retries until it answers; if the worker dies first, the next task on
-this host stores the file. The database decides whether a spooled result is still wanted
+restarting, the worker retries until it answers; if the worker dies first, its next task
+(the pool process that replaces the dead one, or the worker restarted under its node name)
+stores the file. The database decides whether a spooled result is still wanted
 (services.run_record_result): a run stored, cancelled or failed meanwhile takes nothing, and
 storing replaces the run's rows, so a result is never recorded twice.
 
-The files are pickles written and read by the worker itself, under its own data folder.
+The files are pickles written and read by the worker itself, in a folder of its own under
+its data folder: workers that share a data folder never take each other's files, which a
+live worker may be storing at that moment.
 """
 
 import logging
@@ -39,15 +42,16 @@ class SpooledRun:
     environment: dict
 
 
-def spool_dir() -> Path:
-    path = settings.DATA_DIR / "spool"
+def spool_dir(worker_name: str) -> Path:
+    """The folder of the worker with this Celery node name."""
+    path = settings.DATA_DIR / "spool" / worker_name
     path.mkdir(parents=True, exist_ok=True)
     return path
 
 
-def spool_write(record: SpooledRun) -> Path:
+def spool_write(record: SpooledRun, *, worker_name: str) -> Path:
     """Write atomically (rename), and to disk (fsync): a half-written file is never read."""
-    path = spool_dir() / f"run-{record.run_id}.pickle"
+    path = spool_dir(worker_name) / f"run-{record.run_id}.pickle"
     partial = path.with_suffix(".partial")
     with open(partial, "wb") as file:
         pickle.dump(record, file)
@@ -91,11 +95,11 @@ def spool_store(path: Path, *, wait_s: float) -> bool:
         return stored
 
 
-def spool_flush(*, wait_s: float) -> list[int]:
-    """Store every run left on this host's disk by a worker that died or gave up waiting.
-    Returns the ids of the runs that took their results."""
+def spool_flush(*, worker_name: str, wait_s: float) -> list[int]:
+    """Store every run this worker left on its disk when a process of it died or gave up
+    waiting. Returns the ids of the runs that took their results."""
     stored = []
-    for path in sorted(spool_dir().glob("run-*.pickle")):
+    for path in sorted(spool_dir(worker_name).glob("run-*.pickle")):
         record_id = path.stem.removeprefix("run-")
         if spool_store(path, wait_s=wait_s):
             logger.warning("stored run %s from the spool", record_id)
