@@ -20,6 +20,7 @@ from experiments import (
     results,
     selectors,
     services,
+    step_profiles,
     worker_queues,
 )
 from experiments.forms import ARM_FORMSET_PREFIX, ArmFormSet, ExperimentForm
@@ -203,6 +204,7 @@ def experiment_detail(request, pk: int):
         "warnings": selectors.experiment_warnings(experiment=experiment, analysis=analysis),
         "results": block,
         "results_data": block.chart_data() if block else None,
+        **step_profiles.page_context(experiment=experiment, results=block),
         # Re-runs and clones may have gone to another team: shown only to those who see it.
         "origin": Experiment.objects.visible_to(request.user).filter(pk=experiment.origin_id).first()
         if experiment.origin_id

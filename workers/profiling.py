@@ -15,6 +15,7 @@ import json
 import logging
 import socket
 import urllib.request
+import uuid
 from pathlib import Path
 
 from django.conf import settings
@@ -77,7 +78,9 @@ def profiled_load(base_url: str, *, prefix: str, load_args: dict) -> LoadResult:
 def interval_profile(base_url: str, experiment: Experiment, arm: Arm, level: int, prompts: list[Prompt]) -> None:
     """Run and store one profiled interval; a failure is recorded on it, never raised."""
     directory = profile_dir(experiment, arm)
-    prefix = f"level-{level}"
+    # Unique, so that a trace left by an earlier interval (a retried session, or another
+    # database's experiment of the same id on this disk) is never read as this one's.
+    prefix = f"level-{level}-{uuid.uuid4().hex[:12]}"
     chosen = interval_prompts(prompts, warmup=experiment.warmup_requests, level=level)
     size = limits.Size(warmup=0, prompts=len(chosen), max_tokens=experiment.max_tokens, request_rate=None)
     load_args = {

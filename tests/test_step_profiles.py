@@ -1,0 +1,83 @@
+"""The profile section's figures (experiments/step_profiles.py) against hand-computed cases,
+and profiled intervals left out of every statistic."""
+
+import pytest
+
+from experiments import services, step_profiles
+from experiments.analysis import experiment_analyse
+from experiments.models import ExperimentAnalysis, ProfiledInterval, SpeedupEstimate
+from experiments.profiles import TraceSummary
+from experiments.results import results_for_experiment
+from tests.factories import seed_finished_experiment
+
+pytestmark = pytest.mark.django_db
+
+
+def _summary(proposing: float, verifying: float, sampling: float, total: float = 100.0) -> TraceSummary:
+    summary = TraceSummary(steps=20, total_ms=total)
+    summary.phase_ms.update(
+        proposing=proposing, verifying=verifying, sampling=sampling, other=total - proposing - verifying - sampling
+    )
+    summary.scope_ms["gpu_model_runner: forward"] = verifying
+    return summary
+
+
+def test_a_phase_is_its_share_times_the_measured_step():
+    row = step_profiles.ProfileRow(
+        arm_id=1, level=4, requests=4, steps=20, profiled_ms=100.0,
+        shares={"proposing": 0.25, "verifying": 0.5, "sampling": 0.05, "other": 0.2}, step_ms=30.0,
+    )  # fmt: skip
+    # 30 ms × 0.25, × 0.5, × 0.05, × 0.2
+    assert row.phase_ms == pytest.approx({"proposing": 7.5, "verifying": 15.0, "sampling": 1.5, "other": 6.0})
+    assert row.percent["verifying"] == pytest.approx(50.0)
+    assert step_profiles.ProfileRow(1, 4, 4, 20, 100.0, row.shares, step_ms=None).phase_ms is None
+
+
+def test_rows_take_the_stored_interval_and_the_step_accounting():
+    experiment = seed_finished_experiment(repetitions=2, requests=6)
+    arm = experiment.arms.get(method="ngram")
+    services.profiled_interval_record(
+        experiment=experiment, arm=arm, level=4, summary=_summary(10, 60, 5), requests=4, completed=4,
+        trace_path="profiles/x.gz", trace_bytes=10,
+    )  # fmt: skip
+    services.profiled_interval_record(experiment=experiment, arm=arm, level=1, requests=4, error="OSError: no trace")
+    stored = ProfiledInterval.objects.get(arm=arm, concurrency=4)
+    assert (stored.share_proposing, stored.share_verifying, stored.share_sampling, stored.share_other) == (
+        pytest.approx(0.10), pytest.approx(0.60), pytest.approx(0.05), pytest.approx(0.25),
+    )  # fmt: skip
+    assert stored.top_events == [[pytest.approx(0.6), "gpu_model_runner: forward"]]
+
+    step_rows = [{"arm_id": arm.id, "level": 4, "step_ms": 40.0}, {"arm_id": arm.id, "level": 1, "step_ms": 20.0}]
+    failed, profiled = step_profiles.profile_rows(experiment=experiment, step_rows=step_rows)
+    assert (failed.level, failed.shares, failed.phase_ms, failed.error) == (1, None, None, "OSError: no trace")
+    assert profiled.phase_ms == pytest.approx({"proposing": 4.0, "verifying": 24.0, "sampling": 2.0, "other": 10.0})
+
+
+def test_profiled_intervals_are_left_out_of_every_statistic():
+    experiment = seed_finished_experiment(repetitions=3, requests=6)
+    before = results_for_experiment(experiment=experiment).chart_data()
+    speedups_before = list(SpeedupEstimate.objects.filter(experiment=experiment).values_list("point", flat=True))
+    for arm in experiment.arms.all():
+        for level in experiment.concurrency_levels:
+            services.profiled_interval_record(
+                experiment=experiment, arm=arm, level=level, summary=_summary(30, 30, 30), requests=4, completed=4
+            )
+    experiment_analyse(experiment=experiment)
+    assert results_for_experiment(experiment=experiment).chart_data() == before
+    assert list(SpeedupEstimate.objects.filter(experiment=experiment).values_list("point", flat=True)) == (
+        speedups_before
+    )
+    assert ExperimentAnalysis.objects.get(experiment=experiment).verdicts
+
+
+def test_the_page_shows_the_profile_with_its_definitions(client, user):
+    experiment = seed_finished_experiment(repetitions=2, requests=6, owner=user, profile_intervals=True)
+    arm = experiment.arms.get(method="ngram")
+    services.profiled_interval_record(experiment=experiment, arm=arm, level=1, summary=_summary(10, 60, 5), requests=4)
+    client.force_login(user)
+    html = client.get(f"/experiments/{experiment.pk}/").text
+    for canvas_or_table in ('id="table-profile"', 'id="chart-step-time"', 'id="chart-capacity"'):
+        assert canvas_or_table in html
+    for term in ("Proposing (%)", "Verifying (%)", "Sampling (%)", "Other (%)", "Step (ms)", "Profiled time"):
+        assert f"<dt>{term}</dt>" in html
+    assert 'data-value="60.0"' in html  # verifying, in percent
