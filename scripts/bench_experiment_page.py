@@ -1,16 +1,19 @@
 """Server time of the experiment page at a realistic size, in the dev database.
 
 Seeds one finished experiment — a baseline and 4 speculative arms x 8 concurrency levels x
-3 repetitions x 500 requests, their speculative steps drawn by tests/factories.py's simulator
-and ingested with COPY through workers.ingest as a worker would — runs the analysis once (a
-minute or two), then times GETs of its page with Django's test client and prints the median.
-The experiment (and the user made for it, if any) is deleted at the end, also when something fails.
+5 repetitions x 500 requests (--repetitions, --requests), their speculative steps drawn by
+tests/factories.py's simulator and ingested with COPY through workers.ingest as a worker
+would — times the analysis (experiments.analysis.experiment_analyse, what the worker runs
+when an experiment ends), then times GETs of its page with Django's test client and prints
+the median. The experiment (and the user made for it, if any) is deleted at the end, also when something fails.
 
-Run against the database `./dev services` starts:
+Run against the database `./dev services` starts, or any other through SPECDASH_DB_NAME
+(such as the one `scripts/bench_history.py --keep --request-rows 20000000` leaves):
 
     eval "$(./dev env)" && .venv/bin/python scripts/bench_experiment_page.py
 """
 
+import argparse
 import math
 import os
 import random
@@ -33,8 +36,9 @@ from django.db import connection  # noqa: E402
 from django.test import Client, override_settings  # noqa: E402
 from django.urls import reverse  # noqa: E402
 
+from experiments import teams  # noqa: E402
 from experiments.analysis import experiment_analyse  # noqa: E402
-from experiments.models import Arm, Experiment, Run  # noqa: E402
+from experiments.models import Arm, Experiment, RequestRecord, Run  # noqa: E402
 from tests.factories import simulated_decoding, spec_counters  # noqa: E402
 from workers.ingest import ingest_run  # noqa: E402
 from workers.loadgen import LoadResult, RequestResult  # noqa: E402
@@ -42,7 +46,7 @@ from workers.loadgen import LoadResult, RequestResult  # noqa: E402
 NAME = "bench: experiment page (deleted by scripts/bench_experiment_page.py)"
 BENCH_USER = "bench-experiment-page"
 LEVELS = [1, 2, 4, 8, 16, 32, 64, 128]
-REPETITIONS, REQUESTS, OUTPUT_TOKENS, GETS = 3, 500, 128, 10
+REPETITIONS, REQUESTS, OUTPUT_TOKENS, GETS = 5, 500, 128, 10
 # (label, method, k, chance a draft token is accepted, draft cost ratio)
 ARMS = [
     ("baseline", Arm.Method.BASELINE, None, 0.0, 0.0),
@@ -75,12 +79,13 @@ def _request(rng, prompt_index, level, k, accept, cost):
     )  # fmt: skip
 
 
-def seed(owner) -> Experiment:
+def seed(owner, *, repetitions: int = REPETITIONS, requests: int = REQUESTS) -> Experiment:
     rng = random.Random(0)
     experiment = Experiment.objects.create(
-        name=NAME, owner=owner, status=Experiment.Status.FINISHED, target_model="/models/bench-target",
-        worker_queue="h100", prompt_set="chat", prompt_set_hash="b" * 64, num_prompts=REQUESTS,
-        max_tokens=OUTPUT_TOKENS, concurrency_levels=LEVELS, repetitions=REPETITIONS, slo_tpot_ms=25.0,
+        name=NAME, owner=owner, team=teams.default_team(), status=Experiment.Status.FINISHED,
+        target_model="/models/bench-target", worker_queue="h100", prompt_set="chat", prompt_set_hash="b" * 64,
+        num_prompts=requests, max_tokens=OUTPUT_TOKENS, concurrency_levels=LEVELS, repetitions=repetitions,
+        slo_tpot_ms=25.0,
     )  # fmt: skip
     now = datetime.now(UTC)
     for position, (label, method, k, accept, cost) in enumerate(ARMS):
@@ -91,18 +96,18 @@ def seed(owner) -> Experiment:
         )  # fmt: skip
         command = ["python", "-m", "vllm.entrypoints.openai.api_server", "--model", experiment.target_model]
         environment = ENVIRONMENT | {"server_command": command + ([] if k is None else ["--speculative-config", "…"])}
-        for repetition in range(1, REPETITIONS + 1):
+        for repetition in range(1, repetitions + 1):
             for level in LEVELS:
                 run = Run.objects.create(
                     experiment=experiment, arm=arm, concurrency=level, repetition=repetition,
-                    status=Run.Status.SUCCEEDED, worker_host="bench-host", requests_done=REQUESTS,
-                    requests_total=REQUESTS,
+                    status=Run.Status.SUCCEEDED, worker_host="bench-host", requests_done=requests,
+                    requests_total=requests,
                 )  # fmt: skip
-                requests = [_request(rng, i, level, k, accept, cost) for i in range(REQUESTS)]
-                duration = sum(r.e2e_ms for r in requests) / 1000 / level
-                load = LoadResult(requests=requests, duration_s=duration, started_at=now, finished_at=now)
+                results = [_request(rng, i, level, k, accept, cost) for i in range(requests)]
+                duration = sum(r.e2e_ms for r in results) / 1000 / level
+                load = LoadResult(requests=results, duration_s=duration, started_at=now, finished_at=now)
                 ingest_run(
-                    run_id=run.id, load=load, counters=spec_counters(requests, k), environment=environment,
+                    run_id=run.id, load=load, counters=spec_counters(results, k), environment=environment,
                     experiment=experiment,
                 )  # fmt: skip
         print(f"  seeded {label}", flush=True)
@@ -112,7 +117,7 @@ def seed(owner) -> Experiment:
 # The dev settings serve static files from a collectstatic manifest that may not exist yet;
 # plain static URLs cost the same.
 @override_settings(STORAGES={"staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}})
-def time_page(experiment, user) -> tuple[list[float], list[float], int, int]:
+def time_page(experiment, user, gets: int = GETS) -> tuple[list[float], list[float], int, int]:
     """Wall-clock and this process's CPU milliseconds per GET, the queries of one GET and its size.
 
     The CPU time leaves out PostgreSQL's share but also the wait for a core, which on a
@@ -130,7 +135,7 @@ def time_page(experiment, user) -> tuple[list[float], list[float], int, int]:
         response = client.get(url)
     assert response.status_code == 200, response.status_code
     wall, cpu = [], []
-    for _ in range(GETS):
+    for _ in range(gets):
         start, start_cpu = time.perf_counter(), time.process_time()
         client.get(url)
         wall.append((time.perf_counter() - start) * 1000)
@@ -138,22 +143,33 @@ def time_page(experiment, user) -> tuple[list[float], list[float], int, int]:
     return wall, cpu, len(queries), len(response.content)
 
 
-def main():
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repetitions", type=int, default=REPETITIONS)
+    parser.add_argument("--requests", type=int, default=REQUESTS, help="requests per run")
+    parser.add_argument("--gets", type=int, default=GETS, help="timed GETs of the page")
+    args = parser.parse_args(argv)
     user, made_user = get_user_model().objects.get_or_create(username=BENCH_USER)
     Experiment.objects.filter(name=NAME).delete()  # left over from an interrupted run
     experiment = None
     try:
         arms = len(ARMS) - 1
-        print(f"seeding: baseline + {arms} arms x {len(LEVELS)} levels x {REPETITIONS} reps x {REQUESTS} requests")
-        start = time.perf_counter()
-        experiment = seed(user)
-        print(f"seeded in {time.perf_counter() - start:.0f} s; analysing …", flush=True)
-        start = time.perf_counter()
-        experiment_analyse(experiment=experiment)
-        print(f"analysis stored in {time.perf_counter() - start:.0f} s")
-        wall, cpu, queries, size = time_page(experiment, user)
         print(
-            f"experiment page: median {statistics.median(wall):.0f} ms over {GETS} GETs "
+            f"seeding: baseline + {arms} arms x {len(LEVELS)} levels x {args.repetitions} reps x "
+            f"{args.requests} requests; {RequestRecord.objects.count():,} request rows in the database before"
+        )
+        start = time.perf_counter()
+        experiment = seed(user, repetitions=args.repetitions, requests=args.requests)
+        print(f"seeded in {time.perf_counter() - start:.0f} s; analysing …", flush=True)
+        start, start_cpu = time.perf_counter(), time.process_time()
+        experiment_analyse(experiment=experiment)
+        print(
+            f"analysis stored in {time.perf_counter() - start:.1f} s (CPU of this process "
+            f"{time.process_time() - start_cpu:.1f} s; target 30 s)"
+        )
+        wall, cpu, queries, size = time_page(experiment, user, args.gets)
+        print(
+            f"experiment page: median {statistics.median(wall):.0f} ms over {args.gets} GETs "
             f"(min {min(wall):.0f}, max {max(wall):.0f}; CPU of this process {statistics.median(cpu):.0f} ms); "
             f"{queries} queries; {size / 1024:.0f} KiB of HTML; load average {os.getloadavg()[0]:.1f} "
             f"on {os.cpu_count()} cores"

@@ -13,8 +13,10 @@ and the query count of each, the latter for 20 and for 100 rows a page.
 
     eval "$(./dev env)" && .venv/bin/python scripts/bench_history.py
 
---keep leaves the database for the next run (which then skips the seeding); without it the
-database is dropped at the end.
+--request-rows N adds N per-request rows over the succeeded runs, 200 a run
+(scripts/bench_request_rows.py): the history never reads them, but they make the database
+as large as years of use do. --keep leaves the database for the next run (which then skips
+the seeding); without it the database is dropped at the end.
 """
 
 import argparse
@@ -49,10 +51,12 @@ from experiments.models import (  # noqa: E402
     DecisionEvidence,
     EnvironmentSnapshot,
     Experiment,
+    RequestRecord,
     Run,
     RunSummary,
     SpeedupEstimate,
 )
+from scripts import bench_request_rows  # noqa: E402
 
 DATABASE = "specdash_bench_history"
 EXPERIMENTS = 10_000
@@ -317,7 +321,7 @@ def _queries(client, url, params) -> int:
 # The dev settings serve static files from a collectstatic manifest that may not exist yet;
 # plain static URLs cost the same.
 @override_settings(STORAGES={"staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}})
-def time_list() -> list[tuple[str, float, float, int, str]]:
+def time_list(gets: int = GETS) -> list[tuple[str, float, float, int, str]]:
     """Per URL: median wall-clock and CPU (this process) milliseconds, queries, matches.
 
     The CPU time leaves out PostgreSQL's share but also the wait for a core, which on a
@@ -333,42 +337,60 @@ def time_list() -> list[tuple[str, float, float, int, str]]:
         counts = {size: _queries(client, url, first_page | {"per_page": size}) for size in (20, 100)}
         assert counts[20] == counts[100], counts
         times, cpu = [], []
-        for _ in range(GETS):
+        for _ in range(gets):
             start, start_cpu = time.perf_counter(), time.process_time()
             response = client.get(url, params)
             times.append((time.perf_counter() - start) * 1000)
             cpu.append((time.process_time() - start_cpu) * 1000)
         content = response.content.decode()
         assert response.status_code == 200, re.findall(r"<li><strong>.*?</li>", content)
-        matches = re.search(r"([\d,]+) experiments?\.", content).group(1)
+        found = re.search(r"([\d,]+) experiments?\.", content)
+        matches = found.group(1) if found else "0"  # a small seed may have none
         results.append((name, statistics.median(times), statistics.median(cpu), counts[20], matches))
     return results
 
 
-def main():
+def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--keep", action="store_true", help="keep the database (and reuse it next time)")
     parser.add_argument("--experiments", type=int, default=EXPERIMENTS)
-    args = parser.parse_args()
-    connection.settings_dict["TEST"]["NAME"] = DATABASE
+    parser.add_argument(
+        "--request-rows", type=int, default=0, help="per-request rows to add (scripts/bench_request_rows.py)"
+    )
+    parser.add_argument("--database", default=DATABASE)
+    parser.add_argument("--gets", type=int, default=GETS, help="timed GETs of each URL")
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    connection.settings_dict["TEST"]["NAME"] = args.database
     original = connection.settings_dict["NAME"]
     connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=args.keep)
     try:
-        if not Experiment.objects.exists():
-            print(f"seeding {args.experiments:,} experiments into {DATABASE} …", flush=True)
-            start = time.perf_counter()
-            seed(args.experiments)
-            print(f"seeded in {time.perf_counter() - start:.0f} s", flush=True)
-        total = Experiment.objects.count()
-        print(f"history page over {total:,} experiments, median of {GETS} GETs each:")
-        results = time_list()
-        for name, wall, cpu, queries, matches in results:
-            print(f"  {name:40} {wall:6.1f} ms (CPU {cpu:5.1f})  {queries} queries, 20 or 100 a page  {matches} match")
-        print(f"median of the medians: {statistics.median(r[1] for r in results):.1f} ms (target 100 ms)")
-        print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+        run(args)
     finally:
         if not args.keep:
             connection.creation.destroy_test_db(original, verbosity=0)
+
+
+def run(args) -> None:
+    """Seed what the current database lacks, then time the list and print the figures."""
+    if not Experiment.objects.exists():
+        print(f"seeding {args.experiments:,} experiments into {connection.settings_dict['NAME']} …", flush=True)
+        start = time.perf_counter()
+        seed(args.experiments)
+        print(f"seeded in {time.perf_counter() - start:.0f} s", flush=True)
+    missing = args.request_rows - RequestRecord.objects.count()
+    if missing > 0:
+        bench_request_rows.report(bench_request_rows.seed_request_rows(missing))
+    total, rows = Experiment.objects.count(), RequestRecord.objects.count()
+    print(f"history page over {total:,} experiments and {rows:,} request rows, median of {args.gets} GETs each:")
+    results = time_list(args.gets)
+    for name, wall, cpu, queries, matches in results:
+        print(f"  {name:40} {wall:6.1f} ms (CPU {cpu:5.1f})  {queries} queries, 20 or 100 a page  {matches} match")
+    print(f"median of the medians: {statistics.median(r[1] for r in results):.1f} ms (target 100 ms)")
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
 
 
 if __name__ == "__main__":

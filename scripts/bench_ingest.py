@@ -44,17 +44,19 @@ ENVIRONMENT = {"host_name": "bench-host", "vllm_version": "0.32.0", "server_comm
 ARMS = [("baseline", Arm.Method.BASELINE, None, 0.0), ("draft k=4", Arm.Method.DRAFT_MODEL, 4, 0.7)]
 
 
-def request_result(rng: random.Random, prompt_index: int, k: int | None, accept: float) -> RequestResult:
-    """One successful streamed request of OUTPUT_TOKENS tokens, as the load generator records it."""
-    decoding = simulated_decoding(rng, k=k, accept=accept, output_tokens=OUTPUT_TOKENS)
+def request_result(
+    rng: random.Random, prompt_index: int, k: int | None, accept: float, output_tokens: int = OUTPUT_TOKENS
+) -> RequestResult:
+    """One successful streamed request, as the load generator records it."""
+    decoding = simulated_decoding(rng, k=k, accept=accept, output_tokens=output_tokens)
     ttft = rng.uniform(30, 60)
     times = [ttft]
     for _ in decoding["chunk_tokens"][1:]:
         times.append(times[-1] + rng.uniform(8, 12))
     return RequestResult(
-        prompt_index=prompt_index, input_tokens=rng.randint(80, 400), output_tokens=OUTPUT_TOKENS,
-        sent_at_s=prompt_index * 0.01, ttft_ms=ttft, e2e_ms=times[-1], tpot_ms=(times[-1] - ttft) / (OUTPUT_TOKENS - 1),
-        chunk_times_ms=times, output_token_ids=[rng.randrange(32000) for _ in range(OUTPUT_TOKENS)],
+        prompt_index=prompt_index, input_tokens=rng.randint(80, 400), output_tokens=output_tokens,
+        sent_at_s=prompt_index * 0.01, ttft_ms=ttft, e2e_ms=times[-1], tpot_ms=(times[-1] - ttft) / (output_tokens - 1),
+        chunk_times_ms=times, output_token_ids=[rng.randrange(32000) for _ in range(output_tokens)],
         finish_reason="length", **decoding,
     )  # fmt: skip
 
