@@ -10,6 +10,7 @@ Speedup convention: a value above 1 always means the arm is better. For latencie
 baseline / arm, for throughputs arm / baseline (`higher_is_better=True`).
 """
 
+import functools
 import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
@@ -357,8 +358,12 @@ class RatioEstimate:
         return self.lo is not None and self.hi is not None
 
 
+@functools.cache
 def t_quantile(confidence: float, df: int) -> float:
-    """The two-sided Student t critical value: P(|T| <= q) = confidence with df degrees of freedom."""
+    """The two-sided Student t critical value: P(|T| <= q) = confidence with df degrees of freedom.
+
+    Kept per (confidence, df): an analysis asks for the same few values hundreds of times,
+    and scipy takes about a millisecond each."""
     return float(scipy_stats.t.ppf((1 + confidence) / 2, df))
 
 
