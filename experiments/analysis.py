@@ -7,10 +7,11 @@ calls the same inference code. Definitions are in docs/metrics.md and on the pag
 """
 
 from collections import defaultdict
+from itertools import zip_longest
 
 from django.db import transaction
 
-from experiments import breakdowns, inference, stats, steps, verdicts
+from experiments import breakdowns, inference, prediction, stats, steps, verdicts
 from experiments.models import (
     Arm,
     EnvironmentSnapshot,
@@ -255,67 +256,80 @@ def _per_request_series(experiment: Experiment) -> dict:
     }
 
 
-def _counters_by_level(experiment: Experiment) -> dict:
-    """{(arm_id, level): (drafts, accepted, mean TPOT over blocks)} from the summaries."""
-    pooled = defaultdict(lambda: [0, 0, []])
+def _position_counters(experiment: Experiment) -> dict[tuple[int, int], prediction.Counters]:
+    """{(arm_id, level): the spec counters summed over the level's blocks}."""
+    drafts, per_pos = defaultdict(int), defaultdict(list)
     for s in RunSummary.objects.succeeded_of(experiment).select_related("run").order_by("run_id"):
-        cell = pooled[(s.run.arm_id, s.run.concurrency)]
-        cell[0] += s.spec_num_drafts or 0
-        cell[1] += s.spec_num_accepted_tokens or 0
-        if s.tpot_mean_ms is not None:
-            cell[2].append(s.tpot_mean_ms)
-    return {key: (d, a, sum(t) / len(t) if t else None) for key, (d, a, t) in pooled.items()}
+        cell = (s.run.arm_id, s.run.concurrency)
+        drafts[cell] += s.spec_num_drafts or 0
+        counts = s.spec_accepted_per_pos or []
+        per_pos[cell] = [a + b for a, b in zip_longest(per_pos[cell], counts, fillvalue=0)]
+    return {cell: prediction.Counters(drafts[cell], per_pos[cell]) for cell in drafts}
 
 
-def _extrapolated_series(experiment, baseline, arms, cells) -> dict:
-    """Leviathan et al.'s formula driven by τ, with the cost ratio c fitted at the lowest level.
+def _step_rows(experiment: Experiment, baseline: Arm, arms: list[Arm]) -> list[steps.StepRow]:
+    """The step accounting of `arms` against the baseline, from their recorded requests."""
+    speculative = {arm.id for arm in arms if arm.is_speculative}
+    rows = (
+        RequestRecord.objects.filter(
+            run__experiment=experiment,
+            run__arm__in=[baseline, *arms],
+            run__status=Run.Status.SUCCEEDED,
+            error="",
+        )
+        .order_by("run_id", "prompt_index")
+        .values_list(*STEP_COLUMNS)
+    )
+    requests = (steps.RequestSteps(*row, speculative=row[0] in speculative) for row in rows.iterator(chunk_size=5000))
+    return steps.step_accounting(requests, baseline=baseline.id, arms=[arm.id for arm in arms])
 
-    Since c comes from the same TPOTs it is compared with, this is not an independent
-    prediction: at the lowest level it equals the measurement by construction, and at the
-    levels above it extrapolates that level by the change in τ. The gap to the measurement
-    there is cost that acceptance does not explain. It becomes a prediction only when c is
-    measured on its own (a calibration of the proposer).
-    """
-    counters = _counters_by_level(experiment)
-    measured = {(c.arm, c.level): c.estimate.point for c in cells if c.metric == Metric.TPOT}
-    levels = sorted(experiment.concurrency_levels)
+
+def _calibration(experiment: Experiment, baseline: Arm) -> list[tuple[Arm, dict[int, steps.StepRow]]]:
+    """Each calibration arm with its step rows by level: their relative_cost is the measured c."""
+    arms = list(experiment.arms.filter(is_calibration=True).order_by("position"))
+    rows = _step_rows(experiment, baseline, arms) if arms else []
+    return [(arm, {row.level: row for row in rows if row.arm == arm.id}) for arm in arms]
+
+
+def _predicted_series(experiment, baseline, arms, cells) -> dict:
+    """Per speculative arm, Leviathan et al.'s prediction at each level where the draft's cost
+    was measured by a calibration arm, beside the measured TPOT speedup (experiments/prediction.py)."""
+    counters = _position_counters(experiment)
+    calibrated = _calibration(experiment, baseline)
+    calibration = {arm.params["model"]: rows for arm, rows in calibrated}
+    measured = defaultdict(dict)
+    for cell in cells:
+        if cell.metric == Metric.TPOT:
+            estimate = cell.estimate
+            measured[cell.arm][cell.level] = prediction.Interval(estimate.point, estimate.lo, estimate.hi)
     series = {}
     for arm in arms:
-        gamma = arm.num_speculative_tokens
-        base0, arm0 = counters.get((baseline.id, levels[0])), counters.get((arm.id, levels[0]))
-        if not base0 or not arm0 or not arm0[0]:
-            continue
-        c = stats.estimate_cost_ratio(base0[2], arm0[2], stats.acceptance_length(arm0[1], arm0[0]), gamma)
-        points = []
-        for level in levels:
-            drafts, accepted, _ = counters.get((arm.id, level), (0, 0, None))
-            tau = stats.acceptance_length(accepted, drafts)
-            alpha = stats.alpha_from_tau(tau, gamma) if tau is not None else None
-            predicted = stats.predicted_speedup(alpha, gamma, c) if alpha is not None and c is not None else None
-            points.append(
-                {
-                    "level": level,
-                    "tau": tau,
-                    "alpha": alpha,
-                    "predicted": predicted,
-                    "measured": measured.get((arm.id, level)),
-                }
-            )
-        series[str(arm.id)] = {"gamma": gamma, "cost_ratio": c, "cost_level": levels[0], "points": points}
-    return series
+        spec = prediction.SpeculativeArm(
+            arm.id, arm.label, arm.method, arm.num_speculative_tokens, arm.params.get("model")
+        )
+        by_level = {level: c for (arm_id, level), c in counters.items() if arm_id == arm.id}
+        predicted = prediction.arm_prediction(
+            spec, experiment.concurrency_levels, counters=by_level, calibration=calibration, measured=measured[arm.id]
+        )
+        series[str(arm.id)] = predicted | {"sentence": prediction.sentence(arm.label, predicted)}
+    return {
+        "predicted": series,
+        "calibration": [
+            {
+                "arm_id": arm.id,
+                "label": arm.label,
+                "model": arm.params["model"],
+                "rows": [row.as_json() for row in rows.values()],
+            }
+            for arm, rows in calibrated
+        ],
+    }
 
 
 def _step_accounting(experiment: Experiment, baseline: Arm, compared: list[Arm]) -> dict:
     """Steps, tokens per step and step time per arm and level, the relative cost of a step
     against the baseline's and by how much tokens per step exceed it (experiments/steps.py)."""
-    speculative = {arm.id for arm in compared if arm.is_speculative}
-    rows = (
-        RequestRecord.objects.filter(run__experiment=experiment, run__status=Run.Status.SUCCEEDED, error="")
-        .order_by("run_id", "prompt_index")
-        .values_list(*STEP_COLUMNS)
-    )
-    requests = (steps.RequestSteps(*row, speculative=row[0] in speculative) for row in rows.iterator(chunk_size=5000))
-    accounting = steps.step_accounting(requests, baseline=baseline.id, arms=[arm.id for arm in compared])
+    accounting = _step_rows(experiment, baseline, compared)
     sentences = [
         {"arm_id": arm.id, "text": steps.sentence(arm.label, [row for row in accounting if row.arm == arm.id])}
         for arm in compared
@@ -404,7 +418,7 @@ def _run_warnings(experiment: Experiment) -> list[str]:
 def experiment_analyse(*, experiment: Experiment) -> ExperimentAnalysis:
     """Compute and store the speedups, verdicts, fidelity, chart series and warnings.
     Replaces any earlier analysis of the same experiment."""
-    arms = list(experiment.arms.order_by("position"))
+    arms = list(experiment.arms.compared_or_baseline().order_by("position"))
     baseline = next(arm for arm in arms if arm.is_baseline)
     compared = [arm for arm in arms if arm.id != baseline.id]
     runs = load_runs(experiment)
@@ -423,7 +437,7 @@ def experiment_analyse(*, experiment: Experiment) -> ExperimentAnalysis:
     fidelity = _fidelity(experiment, runs, baseline, compared)
     series = (
         _per_request_series(experiment)
-        | {"predicted": _extrapolated_series(experiment, baseline, speculative, cells)}
+        | _predicted_series(experiment, baseline, speculative, cells)
         | {"step_accounting": _step_accounting(experiment, baseline, compared)}
         | breakdowns.breakdown_series(experiment, runs, baseline, compared)
     )

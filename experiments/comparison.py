@@ -222,7 +222,7 @@ def comparison(*, experiments: list[Experiment], arm_ids: list[int] | None = Non
     """The comparison of the experiments (in the order given) on the picked arms (all arms
     without a pick): a query for the arms, one for the environments, one for the speedups,
     one per experiment for its run summaries."""
-    all_arms = compared_arms(experiments, list(Arm.objects.filter(experiment__in=experiments)))
+    all_arms = compared_arms(experiments, list(Arm.objects.compared_or_baseline().filter(experiment__in=experiments)))
     picked = [arm for arm in all_arms if arm_ids is None or arm.arm.id in arm_ids]
     environment = _environment(experiments)
     speedups = SpeedupEstimate.objects.filter(arm__in=[a.arm for a in picked], metric__in=SPEEDUP_METRICS)

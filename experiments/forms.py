@@ -322,6 +322,14 @@ class ExperimentForm(TeamForm):
         "After each arm's measured runs, a few more requests per level under vLLM's torch profiler, to show "
         "where a step's time goes (proposing, verifying, sampling). Left out of every statistic.",
     )
+    draft_calibration = model_checkbox(
+        "draft_calibration",
+        "Measure the draft model's cost",
+        "For each draft-model arm, also serve its draft model alone, with plain decoding, at the same levels with "
+        "the same prompts. Its step time over the baseline's is the cost ratio c that the predicted speedup "
+        "uses; without it the page makes no prediction. Adds one server per draft model and block; it gets no "
+        "verdict. Arms of other methods have no draft model to serve.",
+    )
     equivalence_margin = forms.FloatField(
         initial=model_default("equivalence_margin") * 100,
         label="Equivalence margin (%)",
@@ -432,7 +440,9 @@ class ExperimentForm(TeamForm):
         needed = ("warmup_requests", "num_prompts", "max_tokens", "concurrency_levels", "repetitions")
         if any(cleaned.get(name) is None for name in needed):
             return
-        arms = self.speculative_arms + 1 + bool(cleaned.get("aa_replicate"))
+        # A calibration arm per draft-model arm at most: the formset's methods are not known here.
+        calibrations = self.speculative_arms if cleaned.get("draft_calibration") else 0
+        arms = self.speculative_arms + 1 + bool(cleaned.get("aa_replicate")) + calibrations
         limit_s = experiment_limit_s(cleaned, arms=arms)
         allowed_s = settings.CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"]
         if limit_s > allowed_s:

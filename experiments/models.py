@@ -105,6 +105,11 @@ class Experiment(models.Model):
     aa_replicate = models.BooleanField(
         default=False, help_text="Run the baseline twice; the second copy's 'speedup' measures the noise floor."
     )
+    draft_calibration = models.BooleanField(
+        default=False,
+        help_text="Serve each draft-model arm's draft model alone, as a plain server at the same levels with the "
+        "same workload: its step time over the baseline's is the cost ratio c of the predicted speedup.",
+    )
     equivalence_margin = models.FloatField(
         default=0.02, help_text="Smallest speedup worth acting on, as a fraction (0.02 = 2 %)."
     )
@@ -268,6 +273,13 @@ class UploadedPromptSet(models.Model):
         return [item["category"] for item in self.items]
 
 
+class ArmQuerySet(models.QuerySet):
+    def compared_or_baseline(self) -> "ArmQuerySet":
+        """The arms whose measurements the comparison shows: every arm but a calibration arm,
+        which serves another model than the target and has no speedup."""
+        return self.filter(is_calibration=False)
+
+
 class Arm(models.Model):
     class Method(models.TextChoices):
         BASELINE = "baseline", "Baseline (no speculation)"
@@ -288,6 +300,11 @@ class Arm(models.Model):
     # A second, identical baseline (A/A): compared with the baseline like any arm, its
     # "speedup" is the noise floor of the experiment.
     is_replicate = models.BooleanField(default=False)
+    # A calibration arm serves a draft model (params["model"]) alone with plain decoding: it
+    # measures what a draft step costs, and is never compared with the baseline.
+    is_calibration = models.BooleanField(default=False)
+
+    objects = ArmQuerySet.as_manager()
 
     class Meta:
         ordering = ["experiment", "position"]
@@ -296,7 +313,7 @@ class Arm(models.Model):
             models.UniqueConstraint(fields=["experiment", "label"], name="arm_label_unique"),
             models.UniqueConstraint(
                 fields=["experiment"],
-                condition=Q(method="baseline", is_replicate=False),
+                condition=Q(method="baseline", is_replicate=False, is_calibration=False),
                 name="arm_one_baseline_per_experiment",
             ),
             models.UniqueConstraint(
@@ -304,6 +321,10 @@ class Arm(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(is_replicate=False) | Q(method="baseline"), name="arm_replicate_is_a_baseline"
+            ),
+            models.CheckConstraint(
+                condition=Q(is_calibration=False) | Q(method="baseline", is_replicate=False),
+                name="arm_calibration_is_plain_decoding",
             ),
             models.CheckConstraint(
                 condition=Q(method="baseline", num_speculative_tokens__isnull=True)
@@ -318,7 +339,7 @@ class Arm(models.Model):
     @property
     def is_baseline(self) -> bool:
         """The reference every other arm (the replicate included) is compared with."""
-        return self.method == self.Method.BASELINE and not self.is_replicate
+        return self.method == self.Method.BASELINE and not self.is_replicate and not self.is_calibration
 
     @property
     def is_speculative(self) -> bool:

@@ -285,13 +285,48 @@ class Results:
         return [(by_id[row["arm_id"]], row) for row in rows if row["arm_id"] in by_id]
 
     @property
-    def predicted_rows(self) -> list[tuple[ArmStyle, dict, dict]]:
+    def _predicted(self) -> dict:
+        """The stored predictions by arm id; those stored before c was measured (a fitted c, no
+        sentence) are left out rather than shown as predictions."""
         series = self.analysis.series.get("predicted", {}) if self.analysis else {}
+        return {arm: prediction for arm, prediction in series.items() if "sentence" in prediction}
+
+    @property
+    def predicted_rows(self) -> list[tuple[ArmStyle, dict, dict, StepInterval, StepInterval, StepInterval]]:
+        """(arm, arm's series, point, c, predicted, measured TPOT speedup) per speculative arm and
+        level (experiments/prediction.py); the three figures in the shape the ratio cells read."""
+        series = self._predicted
         return [
-            (arm, series[str(arm.id)], point)
+            (
+                arm,
+                series[str(arm.id)],
+                point,
+                StepInterval(point["cost_ratio"], point["cost_ratio_lo"], point["cost_ratio_hi"], "one block"),
+                StepInterval(point["predicted"], point["predicted_lo"], point["predicted_hi"], "one block"),
+                StepInterval(point["measured"], point["measured_lo"], point["measured_hi"], "one block"),
+            )
             for arm in self.speculative_arms
             if str(arm.id) in series
             for point in series[str(arm.id)]["points"]
+        ]
+
+    @property
+    def predicted_sentences(self) -> list[tuple[ArmStyle, str]]:
+        series = self._predicted
+        return [(arm, series[str(arm.id)]["sentence"]) for arm in self.speculative_arms if str(arm.id) in series]
+
+    @property
+    def has_predictions(self) -> bool:
+        return any(point["predicted"] is not None for _, _, point, *_ in self.predicted_rows)
+
+    @property
+    def calibration_rows(self) -> list[tuple[str, dict, StepInterval | None]]:
+        """(calibration arm's label, stored step row, c) per calibration arm and level."""
+        calibration = self.analysis.series.get("calibration", []) if self.analysis else []
+        return [
+            (arm["label"], row, StepInterval.from_json(row["relative_cost"]))
+            for arm in calibration
+            for row in arm["rows"]
         ]
 
     def chart_data(self) -> dict:
@@ -326,14 +361,15 @@ class Results:
             "tpot_cdf": series.get("tpot_cdf", {}),
             "acceptance_length_cdf": series.get("acceptance_length_cdf", {}),
             "along_output": series.get("along_output", {}),
-            "predicted": series.get("predicted", {}),
+            "predicted": self._predicted,
         }
 
 
 def arm_styles(*, experiment: Experiment) -> list[ArmStyle]:
-    """The arms in position order, each with its colour: grey for the baseline."""
+    """The arms the comparison shows (not a calibration arm, experiments/prediction.py) in
+    position order, each with its colour: grey for the baseline."""
     arms, speculative = [], 0
-    for arm in experiment.arms.order_by("position"):
+    for arm in experiment.arms.compared_or_baseline().order_by("position"):
         if arm.is_baseline:
             colour = BASELINE_COLOUR
         elif arm.is_replicate:
@@ -375,6 +411,7 @@ def summary_cells(
             tokens_per_step=tokens_per_step.get(f"{row['run__arm_id']}:{row['run__concurrency']}"),
         )
         for row in rows
+        if row["run__arm_id"] in by_id  # not a calibration arm's runs
     ]
 
 

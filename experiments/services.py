@@ -41,9 +41,11 @@ class ArmSpec:
     params: dict = field(default_factory=dict)
     label: str = ""
     is_replicate: bool = False
+    is_calibration: bool = False
 
 
 REPLICATE_LABEL = "baseline replicate (A/A)"
+CALIBRATION_LABEL = "calibration: draft model alone"
 
 
 def _check_transition(table: dict, current: str, new: str, what: str) -> None:
@@ -54,9 +56,20 @@ def _check_transition(table: dict, current: str, new: str, what: str) -> None:
 def arm_default_label(spec: ArmSpec) -> str:
     if spec.is_replicate:
         return REPLICATE_LABEL
+    if spec.is_calibration:
+        model = spec.params["model"].rstrip("/")
+        return f"{CALIBRATION_LABEL} ({model.rsplit('/', 1)[-1]})"
     if spec.method == Arm.Method.BASELINE:
         return "baseline"
     return f"{Arm.Method(spec.method).label} k={spec.num_speculative_tokens}"
+
+
+def calibration_specs(arms: list[ArmSpec]) -> list[ArmSpec]:
+    """One calibration arm per distinct draft model of the draft-model arms: a draft's step
+    time does not depend on how many tokens an arm asks it for, so arms that share a draft
+    share its calibration."""
+    models = dict.fromkeys(spec.params["model"] for spec in arms if spec.method == Arm.Method.DRAFT_MODEL)
+    return [ArmSpec(method=Arm.Method.BASELINE, params={"model": model}, is_calibration=True) for model in models]
 
 
 @transaction.atomic
@@ -67,15 +80,17 @@ def experiment_create(*, owner, arms: list[ArmSpec], team=None, **fields) -> Exp
     It belongs to `team`, which the owner must be in; without one, to the owner's only team
     (teams.team_for_write).
 
-    The baseline arm, and the replicate when `aa_replicate` is set, are added here; `arms`
-    lists the speculative arms only. The experiment is dispatched to its worker queue once
-    the transaction commits.
+    The baseline arm, the replicate when `aa_replicate` is set and the calibration arms when
+    `draft_calibration` is set are added here; `arms` lists the speculative arms only. The
+    experiment is dispatched to its worker queue once the transaction commits.
     """
     experiment = Experiment.objects.create(owner=owner, team=teams.team_for_write(owner, team), **fields)
     specs = [ArmSpec(method=Arm.Method.BASELINE)]
     if experiment.aa_replicate:
         specs.append(ArmSpec(method=Arm.Method.BASELINE, is_replicate=True))
     specs += list(arms)
+    if experiment.draft_calibration:
+        specs += calibration_specs(arms)
     created = [
         Arm.objects.create(
             experiment=experiment,
@@ -85,6 +100,7 @@ def experiment_create(*, owner, arms: list[ArmSpec], team=None, **fields) -> Exp
             num_speculative_tokens=spec.num_speculative_tokens,
             params=spec.params,
             is_replicate=spec.is_replicate,
+            is_calibration=spec.is_calibration,
         )
         for position, spec in enumerate(specs)
     ]

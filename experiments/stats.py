@@ -228,65 +228,40 @@ def tokens_per_step_along_output(
 # ---------------------------------------------------------------- Leviathan et al. 2023
 
 
-def _expected_tokens_per_step(alpha: float, gamma: int) -> float:
-    # (1 - a^(g+1)) / (1 - a) written as a sum, which stays exact at a = 1.
-    return sum(alpha**i for i in range(gamma + 1))
+def expected_tokens_per_step(conditional: Sequence[float | None]) -> float:
+    """Tokens a verify step yields on average, from the conditional acceptance by position.
+
+    Position i's draft is accepted with probability a_0 · a_1 · … · a_i (each conditional on
+    the ones before it), and the step always adds one token (bonus or corrected), so the
+    expected yield is 1 + Σ_i Π_(j ≤ i) a_j. Exact for any per-position rates: no per-token
+    rate alpha shared by the positions is assumed. A None rate (the previous position never
+    accepted) ends the sum: no later position was accepted either.
+    """
+    total, reach = 1.0, 1.0
+    for rate in conditional:
+        if rate is None:
+            break
+        if not 0 <= rate <= 1:
+            raise ValueError(f"an acceptance rate must be in [0, 1], got {rate}")
+        reach *= rate
+        total += reach
+    return total
 
 
-def alpha_from_tau(tau: float | None, gamma: int) -> float | None:
-    """Per-token acceptance alpha that solves (1 - a^(g+1)) / (1 - a) = tau, by bisection.
+def predicted_speedup(tokens_per_step: float, gamma: int, c: float) -> float:
+    """Leviathan et al.'s walltime improvement: E / (γc + 1).
 
-    The left side rises from 1 (a = 0) to g + 1 (a -> 1), so tau <= 1 gives 0.0 and
-    tau >= g + 1 gives 1.0 (the limit, every draft accepted). None when tau is None.
+    A step drafts γ tokens at c target steps each, then verifies them in one target step,
+    and yields E tokens (expected_tokens_per_step); plain decoding yields one per target
+    step. With a per-token rate alpha, E = (1 − α^(γ+1)) / (1 − α), their formula.
     """
     if gamma < 1:
         raise ValueError("gamma (draft length) must be at least 1")
-    if tau is None:
-        return None
-    if tau <= 1:
-        return 0.0
-    if tau >= gamma + 1:
-        return 1.0
-    low, high = 0.0, 1.0
-    for _ in range(100):
-        middle = (low + high) / 2
-        if _expected_tokens_per_step(middle, gamma) < tau:
-            low = middle
-        else:
-            high = middle
-    return (low + high) / 2
-
-
-def predicted_speedup(alpha: float, gamma: int, c: float) -> float:
-    """Leviathan et al.'s walltime improvement (1 - a^(g+1)) / ((1 - a)(g c + 1)); (g+1)/(g c+1) at a = 1."""
-    if not 0 <= alpha <= 1:
-        raise ValueError(f"alpha must be in [0, 1], got {alpha}")
     if c < 0:
         raise ValueError(f"cost ratio c must be >= 0, got {c}")
-    return _expected_tokens_per_step(alpha, gamma) / (gamma * c + 1)
-
-
-def estimate_cost_ratio(
-    baseline_tpot_ms: float | None, arm_tpot_ms: float | None, tau: float | None, gamma: int
-) -> float | None:
-    """The cost ratio c implied by measured TPOTs at one concurrency level, clamped to >= 0.
-
-    Method: the arm emits tau tokens per verify step on average, so one step takes
-    t_s = arm TPOT * tau. In the model a step costs a target step t_b (the baseline's
-    TPOT at the same concurrency) plus gamma draft steps of c * t_b each:
-    t_s = t_b (1 + gamma c), hence c = (t_s / t_b - 1) / gamma.
-
-    This c lumps every cost of speculation (drafting, verifying gamma + 1 positions,
-    rejection sampling, scheduling) into the draft cost. Because it is derived from the
-    measured speedup, predicted_speedup(alpha_from_tau(tau, gamma), gamma, c) equals the
-    measured baseline TPOT / arm TPOT whenever the clamp does not apply: the "prediction"
-    built on it is an extrapolation of the level where c was fitted, not a test of the
-    model. None when an input is missing or not positive.
-    """
-    if None in (baseline_tpot_ms, arm_tpot_ms, tau) or min(baseline_tpot_ms, arm_tpot_ms, tau) <= 0:
-        return None
-    step_ms = arm_tpot_ms * tau
-    return max(0.0, (step_ms / baseline_tpot_ms - 1) / gamma)
+    if tokens_per_step < 1:
+        raise ValueError(f"a step yields at least one token, got {tokens_per_step}")
+    return tokens_per_step / (gamma * c + 1)
 
 
 # ---------------------------------------------------------------- speedup per block

@@ -130,7 +130,7 @@ def test_no_fidelity_when_sampling(experiment):
     assert experiment_analyse(experiment=experiment).fidelity == []
 
 
-def test_series_hold_tokens_per_step_along_output_and_the_extrapolation(experiment):
+def test_series_hold_tokens_per_step_along_output_and_the_prediction(experiment):
     analysis = experiment_analyse(experiment=experiment)
     analysis.refresh_from_db()  # the stored JSON, as the page reads it
     arm = experiment.arms.get(label="n-gram k=4")
@@ -145,12 +145,70 @@ def test_series_hold_tokens_per_step_along_output_and_the_extrapolation(experime
     # Drafted 4, accepted 2 and 1: position 0 accepted 2 of 2, position 1 1 of 2, position 2 0 of 1.
     assert analysis.series["conditional_drafted"][str(arm.id)] == [[24, 24], [12, 24], [0, 12]]
     assert analysis.series["tpot_cdf"][f"{arm.id}:1"][0] == 10.0
-    predicted = analysis.series["predicted"][str(arm.id)]
-    # tau = 1 + 30 accepted / 30 drafts = 2; c from TPOT at level 1: (10 * 2 / 20 - 1) / 4 = 0.
-    assert predicted["cost_ratio"] == 0.0
-    point = predicted["points"][0]
-    assert (point["tau"], point["measured"]) == (2.0, pytest.approx(2.0))
-    assert point["predicted"] == pytest.approx(2.0)
+    # n-gram lookup has no draft model to serve alone: its cost is not measured, so no prediction.
+    [point] = analysis.series["predicted"][str(arm.id)]["points"]
+    assert point["cost_source"].startswith("not measured: n-gram lookup")
+    assert (point["predicted"], point["agreement"]) == (None, None)
+    # Still the acceptance side: 30 drafts, accepted at positions 0-3: 15, 9, 6, 0 -> 1 + 30/30.
+    assert point["tokens_per_step"] == pytest.approx(2.0)
+    assert point["measured"] == pytest.approx(2.0)
+    assert analysis.series["calibration"] == []
+
+
+@pytest.fixture
+def calibrated():
+    """Baseline, a draft-model arm k=2 and the calibration arm serving its draft alone, 3 blocks."""
+    experiment = ExperimentFactory(
+        concurrency_levels=[1], repetitions=BLOCKS, status=Experiment.Status.FINISHED, draft_calibration=True
+    )
+    baseline = ArmFactory(experiment=experiment, baseline=True, position=0)
+    arm = ArmFactory(
+        experiment=experiment, position=1, label="draft k=2", method=Arm.Method.DRAFT_MODEL,
+        num_speculative_tokens=2, params={"model": "/models/draft"},
+    )  # fmt: skip
+    calibration = ArmFactory(
+        experiment=experiment, baseline=True, position=2, label="calibration", is_calibration=True,
+        params={"model": "/models/draft"},
+    )  # fmt: skip
+    for block in range(1, BLOCKS + 1):
+        # Decode steps: baseline 200 ms / 10 steps = 20 ms; the draft alone 50 ms / 10 = 5 ms.
+        _cell(baseline, block, tpot=20.0, throughput=100.0)
+        _cell(calibration, block, tpot=5.0, throughput=400.0)
+        # 10 drafts accepted at positions 0 and 1: 8 and 6 per block. TPOT 10, 10.5, 9.5 ms.
+        _cell(arm, block, tpot=(10.0, 10.5, 9.5)[block - 1], throughput=200.0, drafts=10, accepted=14, per_pos=[8, 6])
+    return experiment
+
+
+def test_the_prediction_uses_the_measured_draft_cost_and_the_acceptance_by_position(calibrated):
+    analysis = experiment_analyse(experiment=calibrated)
+    analysis.refresh_from_db()
+    arm = calibrated.arms.get(label="draft k=2")
+    [point] = analysis.series["predicted"][str(arm.id)]["points"]
+    # c = 5 ms / 20 ms in every block; E = 1 + 0.8 + 0.8 * 0.75 = 2.4; 2.4 / (2 * 0.25 + 1) = 1.6.
+    assert point["cost_source"] == "measured at this level by the calibration arm"
+    assert (point["cost_ratio"], point["cost_ratio_lo"], point["cost_ratio_hi"]) == pytest.approx((0.25, 0.25, 0.25))
+    assert (point["draft_step_ms"], point["baseline_step_ms"]) == pytest.approx((5.0, 20.0))
+    assert point["conditional"] == pytest.approx([0.8, 0.75])
+    assert point["tokens_per_step"] == pytest.approx(2.4)
+    assert point["predicted"] == pytest.approx(1.6)
+    # Measured: 20/10, 20/10.5, 20/9.5, around 2 with an interval that leaves 1.6 below it.
+    assert point["measured_lo"] > 1.6
+    assert point["agreement"] == "part"
+    sentence = analysis.series["predicted"][str(arm.id)]["sentence"]
+    assert sentence.startswith("draft k=2: at concurrency 1 predicted 1.60 (c = 0.250), measured 2.00 [")
+    assert sentence.endswith("they part, the prediction lies below the interval.")
+    [calibration] = analysis.series["calibration"]
+    assert calibration["label"] == "calibration"
+    assert calibration["rows"][0]["relative_cost"]["point"] == pytest.approx(0.25)
+
+
+def test_a_calibration_arm_gets_no_speedup_and_no_verdict(calibrated):
+    analysis = experiment_analyse(experiment=calibrated)
+    calibration = calibrated.arms.get(label="calibration")
+    assert not SpeedupEstimate.objects.filter(arm=calibration).exists()
+    assert all(v["arm_id"] != calibration.id for v in analysis.verdicts)
+    assert all(row["arm_id"] != calibration.id for row in analysis.series["step_accounting"]["rows"])
+    assert str(calibration.id) not in analysis.series["predicted"]
 
 
 def test_warnings_name_runtime_differences_and_design_limits(experiment):

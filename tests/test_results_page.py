@@ -5,6 +5,7 @@ its query budget, and the downloads."""
 import csv
 import io
 import json
+import random
 import statistics
 from html.parser import HTMLParser
 
@@ -14,6 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from experiments import results, selectors
+from experiments.analysis import experiment_analyse
 from experiments.models import Arm, Experiment, ExperimentAnalysis, RequestRecord, Run, RunSummary, SpeedupEstimate
 from tests.factories import (
     SEEDED_BLOCKS,
@@ -24,6 +26,7 @@ from tests.factories import (
     RunFactory,
     RunSummaryFactory,
     seed_finished_experiment,
+    seed_run_results,
     seeded_output,
 )
 
@@ -190,7 +193,8 @@ def test_page_shows_verdicts_warnings_protocol_and_definitions(logged_in_client,
         "accepted_at_pos[i] / drafts",
         "accepted_at_pos[i] / accepted_at_pos[i − 1]",
         "so the raw gap between chunks is not a per-token latency",
-        "batching made speculation costlier than the acceptance explains",
+        "1 + Σ<sub>i</sub> a<sub>0</sub>·a<sub>1</sub>·…·a<sub>i</sub>",
+        "the draft model's step time / the baseline's step time at the same level",
         "Student's t-interval on the mean log block ratio",
         "the geometric mean of the block ratios",
         "requests whose chunks the server merged",
@@ -253,12 +257,52 @@ def test_speedup_and_acceptance_tables_hold_the_stored_values(logged_in_client, 
     position_0 = sum(s.spec_accepted_per_pos[0] for s in ngram)
     assert acceptance[1][2:5] == [str(position_0), str(drafts), repr(position_0 / drafts)]
 
+    # No calibration arm: E and the measurement are shown, c and the prediction are not.
     predicted = finished.analysis.series["predicted"]
     rows = tables["table-predicted"][1:]
     assert len(rows) == sum(len(series["points"]) for series in predicted.values())
-    first = next(iter(predicted.values()))["points"][0]
-    assert float(rows[0][6]) == first["predicted"]
-    assert float(rows[0][7]) == first["measured"]
+    draft = next(row for row in rows if row[0] == "draft k=3")
+    point = predicted[str(finished.arms.get(label="draft k=3").id)]["points"][0]
+    assert float(draft[3]) == point["tokens_per_step"]
+    assert (draft[4], draft[5], draft[6], draft[8]) == ("", point["cost_source"], "", "")
+    assert draft[5].startswith("not measured: no calibration arm")
+    assert float(draft[7]) == point["measured"]
+    assert "table-calibration" not in tables
+
+
+def test_the_page_shows_the_measured_draft_cost_and_the_prediction(logged_in_client):
+    experiment = seed_finished_experiment(draft_calibration=True)
+    calibration = ArmFactory(
+        experiment=experiment, position=3, label="calibration: draft model alone (draft)", method=Arm.Method.BASELINE,
+        num_speculative_tokens=None, params={"model": "/models/draft"}, is_calibration=True,
+    )  # fmt: skip
+    rng = random.Random(1)
+    for repetition in range(1, SEEDED_BLOCKS + 1):
+        for level in (1, 4):
+            run = RunFactory(arm=calibration, concurrency=level, repetition=repetition, status=Run.Status.SUCCEEDED)
+            seed_run_results(run, rng, requests=20, output_tokens=32)
+    analysis = experiment_analyse(experiment=experiment)
+    html = _page(logged_in_client, experiment)
+    tables = _tables(html)
+
+    draft_id = experiment.arms.get(label="draft k=3").id
+    points = analysis.series["predicted"][str(draft_id)]["points"]
+    rows = [row for row in tables["table-predicted"][1:] if row[0] == "draft k=3"]
+    for row, point in zip(rows, points, strict=True):
+        # c as stored; the prediction is E / (3c + 1) from the figures in the same row.
+        assert float(row[4]) == point["cost_ratio"]
+        assert row[5] == "measured at this level by the calibration arm"
+        assert float(row[6]) == pytest.approx(float(row[3]) / (3 * float(row[4]) + 1), rel=1e-12)
+        assert row[8] in ("agree", "part")
+    calibration_rows = tables["table-calibration"][1:]
+    assert [row[:2] for row in calibration_rows] == [[calibration.label, "1"], [calibration.label, "4"]]
+    for row in calibration_rows:
+        # c = draft step / baseline step, the two columns beside it.
+        assert float(row[6]) == pytest.approx(float(row[4]) / float(row[5]), rel=1e-9)
+    # The calibration arm is no arm of the comparison: not in the legend's tables or the verdicts.
+    assert all(row[0] != calibration.label for row in tables["table-speedup"][1:])
+    assert analysis.series["predicted"][str(draft_id)]["sentence"] in html.replace("&#x27;", "'")
+    assert "with each draft model served alone to measure its cost" in html
 
 
 def test_chart_data_carries_the_series_of_every_chart(logged_in_client, finished):

@@ -171,63 +171,51 @@ def test_tokens_per_step_along_the_output_after_merged_requests():
 # ---------------------------------------------------------------- Leviathan et al. 2023
 
 
-def test_alpha_from_tau_inverts_expected_tokens():
-    # gamma 2, alpha 0.5: 1 + 0.5 + 0.25 = 1.75 tokens per step
-    assert stats.alpha_from_tau(1.75, 2) == pytest.approx(0.5, abs=1e-9)
+def test_expected_tokens_per_step_from_conditional_rates():
+    # Positions 0-2 accepted with 0.75, then 0.8 given 0, then 0.5 given 0 and 1:
+    # 1 + 0.75 + 0.75*0.8 + 0.75*0.8*0.5 = 1 + 0.75 + 0.6 + 0.3 = 2.65.
+    assert stats.expected_tokens_per_step([0.75, 0.8, 0.5]) == pytest.approx(2.65)
+    # Equal rates give Leviathan's (1 - a^(g+1)) / (1 - a): a 0.5, g 2 -> 1.75.
+    assert stats.expected_tokens_per_step([0.5, 0.5]) == pytest.approx(1.75)
+    # Nothing drafted or nothing accepted: the bonus token only.
+    assert stats.expected_tokens_per_step([]) == 1.0
+    assert stats.expected_tokens_per_step([0.0, 0.9]) == 1.0
+    # Every draft accepted: g + 1.
+    assert stats.expected_tokens_per_step([1.0, 1.0, 1.0]) == 4.0
 
 
-def test_alpha_from_tau_edges():
-    assert stats.alpha_from_tau(1.0, 4) == 0.0
-    assert stats.alpha_from_tau(0.9, 4) == 0.0
-    assert stats.alpha_from_tau(5.0, 4) == 1.0
-    assert stats.alpha_from_tau(None, 4) is None
+def test_expected_tokens_per_step_stops_where_a_position_was_never_reached():
+    # per_position_conditional gives None after a position never accepted: nothing beyond it.
+    assert stats.expected_tokens_per_step([0.5, None, None]) == pytest.approx(1.5)
+    with pytest.raises(ValueError, match=r"^an acceptance rate must be in \[0, 1\], got 1.5$"):
+        stats.expected_tokens_per_step([1.5])
 
 
-def test_alpha_from_tau_with_one_draft_token():
-    # gamma 1: tau = 1 + alpha, so tau 1.5 -> alpha 0.5; tau 2 = gamma + 1 (every draft
-    # accepted) -> exactly 1.0.
-    assert stats.alpha_from_tau(1.5, 1) == pytest.approx(0.5, abs=1e-9)
-    assert stats.alpha_from_tau(2.0, 1) == 1.0
-    with pytest.raises(ValueError, match=r"^gamma \(draft length\) must be at least 1$"):
-        stats.alpha_from_tau(1.5, 0)
+def test_expected_tokens_per_step_equals_tau_from_the_counters():
+    # 10 drafts, accepted at positions 0-2: 8, 6, 3. Conditional 0.8, 0.75, 0.5; the product
+    # chain gives 1 + 0.8 + 0.6 + 0.3 = 2.7 = 1 + (8 + 6 + 3) / 10, vLLM's tau.
+    conditional = stats.per_position_conditional([8, 6, 3], 10)
+    assert stats.expected_tokens_per_step(conditional) == pytest.approx(stats.acceptance_length(17, 10))
 
 
 def test_predicted_speedup():
-    # alpha 0.5, gamma 2, c 0.1: 1.75 / (2*0.1 + 1) = 1.4583...
-    assert stats.predicted_speedup(0.5, 2, 0.1) == pytest.approx(1.75 / 1.2)
-    # alpha -> 1 limit, gamma 3, c 0.5: 4 / 2.5 = 1.6
-    assert stats.predicted_speedup(1.0, 3, 0.5) == pytest.approx(1.6)
-    # alpha 0: only the bonus token, so pure overhead: 1 / (4*0.25 + 1) = 0.5
-    assert stats.predicted_speedup(0.0, 4, 0.25) == pytest.approx(0.5)
+    # E 2.65 tokens per step, gamma 3, c 0.1: 2.65 / (3 * 0.1 + 1) = 2.0385...
+    assert stats.predicted_speedup(2.65, 3, 0.1) == pytest.approx(2.65 / 1.3)
+    # Every draft accepted, gamma 3, c 0.5: 4 / 2.5 = 1.6
+    assert stats.predicted_speedup(4.0, 3, 0.5) == pytest.approx(1.6)
+    # Nothing accepted: only the bonus token, pure overhead: 1 / (4 * 0.25 + 1) = 0.5
+    assert stats.predicted_speedup(1.0, 4, 0.25) == pytest.approx(0.5)
 
 
 def test_predicted_speedup_edges():
-    # Free drafting (c = 0): the speedup is the tokens per step, 1 + 0.5 + 0.25 = 1.75.
-    assert stats.predicted_speedup(0.5, 2, 0.0) == pytest.approx(1.75)
-    with pytest.raises(ValueError, match=r"^alpha must be in \[0, 1\], got 1.5$"):
-        stats.predicted_speedup(1.5, 2, 0.1)
+    # Free drafting (c = 0): the speedup is the tokens per step.
+    assert stats.predicted_speedup(1.75, 2, 0.0) == pytest.approx(1.75)
+    with pytest.raises(ValueError, match=r"^a step yields at least one token, got 0.5$"):
+        stats.predicted_speedup(0.5, 2, 0.1)
     with pytest.raises(ValueError, match=r"^cost ratio c must be >= 0, got -0.1$"):
-        stats.predicted_speedup(0.5, 2, -0.1)
-
-
-def test_estimate_cost_ratio():
-    # baseline TPOT 10 ms, arm TPOT 8 ms, tau 2: a step takes 16 ms; c = (16/10 - 1) / 4 = 0.15
-    assert stats.estimate_cost_ratio(10.0, 8.0, 2.0, 4) == pytest.approx(0.15)
-    # arm TPOT 4 ms, tau 2: step 8 ms < baseline 10 ms -> negative, clamped to 0
-    assert stats.estimate_cost_ratio(10.0, 4.0, 2.0, 4) == 0.0
-    assert stats.estimate_cost_ratio(None, 4.0, 2.0, 4) is None
-    # A zero anywhere is no measurement: no ratio.
-    assert stats.estimate_cost_ratio(0.0, 4.0, 2.0, 4) is None
-    assert stats.estimate_cost_ratio(10.0, 0.0, 2.0, 4) is None
-    assert stats.estimate_cost_ratio(10.0, 4.0, 0.0, 4) is None
-    # tau 1 (nothing accepted): a step is the arm's TPOT, 12 ms; c = (12/10 - 1) / 4 = 0.05
-    assert stats.estimate_cost_ratio(10.0, 12.0, 1.0, 4) == pytest.approx(0.05)
-
-
-def test_implied_cost_ratio_reproduces_the_measured_speedup():
-    # Documented circularity: with c implied by the TPOTs, the model gives back 10 / 8 = 1.25.
-    c = stats.estimate_cost_ratio(10.0, 8.0, 2.0, 4)
-    assert stats.predicted_speedup(stats.alpha_from_tau(2.0, 4), 4, c) == pytest.approx(1.25)
+        stats.predicted_speedup(1.5, 2, -0.1)
+    with pytest.raises(ValueError, match=r"^gamma \(draft length\) must be at least 1$"):
+        stats.predicted_speedup(1.5, 0, 0.1)
 
 
 # ---------------------------------------------------------------- speedup per block

@@ -157,18 +157,23 @@ def server_pid_dir(worker_name: str) -> Path:
     return settings.DATA_DIR / "server-pids" / worker_name
 
 
+def arm_model(experiment: Experiment, arm: Arm) -> str:
+    """The model the arm's server serves: the target, or for a calibration arm the draft
+    model it measures, alone."""
+    return arm.params["model"] if arm.is_calibration else experiment.target_model
+
+
 def arm_server_args(experiment: Experiment, arm: Arm, port: int) -> list[str]:
+    model = arm_model(experiment, arm)
     return build_server_args(
         python=settings.SPECDASH_VLLM_PYTHON,
-        model=experiment.target_model,
+        model=model,
         port=port,
         dtype=experiment.dtype,
         max_model_len=experiment.max_model_len,
         seed=experiment.seed,
         speculative_config=arm.speculative_config(),
-        chat_template=chat_template_for(experiment.target_model)
-        if experiment.endpoint == Experiment.Endpoint.CHAT
-        else None,
+        chat_template=chat_template_for(model) if experiment.endpoint == Experiment.Endpoint.CHAT else None,
         kv_cache_bytes=None if cuda_visible() else round(settings.SPECDASH_CPU_KVCACHE_GIB * 2**30),
     )
 

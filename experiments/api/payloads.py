@@ -40,7 +40,7 @@ def arm_payload(arm) -> dict:
     return {
         "id": arm.id, "position": arm.position, "label": arm.label, "method": arm.method,
         "num_speculative_tokens": arm.num_speculative_tokens, "params": arm.params,
-        "is_baseline": arm.is_baseline, "is_replicate": arm.is_replicate,
+        "is_baseline": arm.is_baseline, "is_replicate": arm.is_replicate, "is_calibration": arm.is_calibration,
         "speculative_config": arm.speculative_config(),
     }  # fmt: skip
 
@@ -138,7 +138,7 @@ def results_payload(experiment: Experiment) -> dict:
 # The stored chart series the page draws, by name (experiments/analysis.py).
 SERIES = (
     "tpot_cdf", "acceptance_length_cdf", "tokens_per_step", "along_output", "predicted",
-    "by_category", "by_input_length", "step_accounting",
+    "by_category", "by_input_length", "step_accounting", "calibration",
 )  # fmt: skip
 
 

@@ -74,6 +74,9 @@ class ArmSerializer(serializers.Serializer):
     params = serializers.DictField()
     is_baseline = serializers.BooleanField()
     is_replicate = serializers.BooleanField()
+    is_calibration = serializers.BooleanField(
+        help_text="Serves a draft model (params.model) alone to measure its cost; never compared with the baseline."
+    )
     speculative_config = serializers.DictField(allow_null=True, help_text="vLLM's --speculative-config.")
 
 

@@ -382,14 +382,14 @@
 
   function predictedDatasets() {
     return speculative
-      .filter((arm) => data.predicted[String(arm.id)])
+      .filter((arm) => (data.predicted[String(arm.id)]?.points ?? []).some((p) => p.predicted !== null))
       .flatMap((arm) => {
         const points = data.predicted[String(arm.id)].points;
         const at = (key) => data.levels.map((level) => points.find((p) => p.level === level)?.[key] ?? null);
         return [
           armStyle(arm, { label: `${arm.label} measured`, data: at("measured"), pointStyle: "circle" }),
           armStyle(arm, {
-            label: `${arm.label} extrapolated`,
+            label: `${arm.label} predicted`,
             data: at("predicted"),
             borderDash: [6, 4],
             pointStyle: "triangle",
@@ -402,7 +402,7 @@
   draw("chart-predicted", {
     type: "line",
     data: { labels: levelLabels, datasets: predictedDatasets() },
-    options: options("TPOT speedup: the lowest level extrapolated by τ, and the measurement", CONCURRENCY, SPEEDUP, {
+    options: options("TPOT speedup: predicted from the measured draft cost, and measured", CONCURRENCY, SPEEDUP, {
       y: { beginAtZero: false, grace: "5%" },
       plugins: {
         annotation: { annotations: { parity: parityLine() } },

@@ -1,0 +1,126 @@
+"""Leviathan's prediction from the measured draft cost (experiments/prediction.py), on hand-computed cases."""
+
+import pytest
+
+from experiments import prediction, stats
+from experiments.prediction import Counters, Interval, SpeculativeArm
+from experiments.steps import StepRow
+
+DRAFT = SpeculativeArm(id=1, label="draft k=3", method="draft_model", gamma=3, draft_model="/m/draft")
+
+
+def _cost_row(level: int, costs: list[float]) -> StepRow:
+    """A calibration arm's step row whose per-block relative costs are `costs`."""
+    estimate = stats.block_interval(costs)
+    return StepRow(
+        arm=9, level=level, blocks=len(costs), requests=8, steps=80, tokens_per_step=1.0,
+        step_ms=estimate.point * 20.0, baseline_step_ms=20.0, relative_cost=estimate, margin=estimate,
+    )  # fmt: skip
+
+
+def _predict(arm=DRAFT, *, levels=(1,), counters=None, calibration=None, measured=None) -> dict:
+    return prediction.arm_prediction(
+        arm,
+        list(levels),
+        counters=counters if counters is not None else {1: Counters(drafts=100, accepted_per_pos=[75, 60, 30])},
+        calibration=calibration if calibration is not None else {"/m/draft": {1: _cost_row(1, [0.1, 0.1])}},
+        measured=measured if measured is not None else {1: Interval(2.0, 1.9, 2.1)},
+    )
+
+
+def test_prediction_from_the_acceptance_by_position_and_the_measured_cost():
+    [point] = _predict()["points"]
+    # Conditional 0.75, 0.8, 0.5: E = 1 + 0.75 + 0.6 + 0.3 = 2.65; c = 0.1; 2.65 / (3 * 0.1 + 1) = 2.0385.
+    assert point["conditional"] == pytest.approx([0.75, 0.8, 0.5])
+    assert point["tokens_per_step"] == pytest.approx(2.65)
+    assert point["cost_ratio"] == pytest.approx(0.1)
+    assert point["predicted"] == pytest.approx(2.65 / 1.3)
+    assert point["cost_source"] == prediction.MEASURED
+    assert point["agreement"] == "agree"  # 2.0385 inside [1.9, 2.1]
+
+
+def test_the_cost_interval_gives_the_prediction_interval_with_its_ends_swapped():
+    # Blocks at c 0.1 and 0.2: geometric mean sqrt(0.02) = 0.1414; the interval on the log scale
+    # with 1 degree of freedom is wide. A dearer draft (c high) gives the lower prediction.
+    row = _cost_row(1, [0.1, 0.2])
+    [point] = _predict(calibration={"/m/draft": {1: row}})["points"]
+    c = row.relative_cost
+    assert point["cost_ratio"] == pytest.approx(0.02**0.5)
+    assert point["predicted_lo"] == pytest.approx(2.65 / (3 * c.hi + 1))
+    assert point["predicted_hi"] == pytest.approx(2.65 / (3 * c.lo + 1))
+    assert point["predicted_lo"] < point["predicted"] < point["predicted_hi"]
+
+
+def test_no_prediction_without_a_calibration_arm():
+    [point] = _predict(calibration={})["points"]
+    assert point["cost_source"] == prediction.NO_CALIBRATION
+    assert (point["predicted"], point["cost_ratio"], point["agreement"]) == (None, None, None)
+    assert point["tokens_per_step"] == pytest.approx(2.65)  # the acceptance side is still shown
+    assert point["measured"] == 2.0
+
+
+def test_no_prediction_at_a_level_the_calibration_did_not_measure():
+    points = _predict(levels=(1, 4), counters={1: Counters(100, [75, 60, 30]), 4: Counters(100, [50, 25, 0])})
+    first, second = points["points"]
+    assert first["predicted"] is not None
+    assert second["cost_source"] == prediction.NO_CALIBRATION_AT_LEVEL
+    assert second["predicted"] is None
+    assert second["tokens_per_step"] == pytest.approx(1.75)  # 1 + 0.5 + 0.25 + 0
+
+
+@pytest.mark.parametrize(
+    ("method", "start"),
+    [
+        ("eagle", "not measured: an EAGLE head"),
+        ("eagle3", "not measured: an EAGLE-3 head"),
+        ("mtp", "not measured: MTP layers"),
+        ("ngram", "not measured: n-gram lookup"),
+        ("suffix", "not measured: suffix decoding"),
+    ],
+)
+def test_other_methods_have_no_draft_model_to_calibrate(method, start):
+    arm = SpeculativeArm(id=2, label=method, method=method, gamma=3, draft_model=None)
+    [point] = _predict(arm)["points"]
+    assert point["cost_source"].startswith(start)
+    assert point["predicted"] is None
+
+
+def test_agreement_is_inside_or_outside_the_measured_interval():
+    assert prediction.agreement(1.5, Interval(1.6, 1.5, 1.7)) == "agree"  # an end counts as inside
+    assert prediction.agreement(1.4, Interval(1.6, 1.5, 1.7)) == "part"
+    assert prediction.agreement(1.8, Interval(1.6, 1.5, 1.7)) == "part"
+    assert prediction.agreement(1.6, Interval(1.6)) is None  # one block: no interval
+    assert prediction.agreement(None, Interval(1.6, 1.5, 1.7)) is None
+    assert prediction.agreement(1.6, None) is None
+
+
+def test_no_counters_at_a_level_gives_no_yield_and_no_prediction():
+    [point] = _predict(counters={})["points"]
+    assert (point["tokens_per_step"], point["predicted"]) == (None, None)
+    assert point["cost_ratio"] == pytest.approx(0.1)
+
+
+def test_sentence_per_level():
+    levels = {1: _cost_row(1, [0.1, 0.1]), 4: _cost_row(4, [0.25, 0.25])}
+    result = _predict(
+        levels=(1, 4, 8),
+        counters={1: Counters(100, [75, 60, 30]), 4: Counters(100, [75, 60, 30]), 8: Counters(100, [75, 60, 30])},
+        calibration={"/m/draft": levels},
+        measured={1: Interval(2.0, 1.9, 2.1), 4: Interval(1.2, 1.1, 1.3), 8: Interval(1.0)},
+    )
+    # At 4: 2.65 / (3 * 0.25 + 1) = 1.514, above [1.1, 1.3].
+    assert prediction.sentence("draft k=3", result) == (
+        "draft k=3: at concurrency 1 predicted 2.04 (c = 0.100), measured 2.00 [1.90, 2.10]: the model holds; "
+        "at concurrency 4 predicted 1.51 (c = 0.250), measured 1.20 [1.10, 1.30]: they part, the prediction lies "
+        "above the interval; at concurrency 8 no prediction (c not measured at this level)."
+    )
+
+
+def test_sentence_with_one_block_or_no_measurement():
+    result = _predict(levels=(1, 2), counters={1: Counters(100, [75, 60, 30]), 2: Counters(100, [75, 60, 30])},
+                      calibration={"/m/draft": {1: _cost_row(1, [0.1]), 2: _cost_row(2, [0.1])}},
+                      measured={1: Interval(2.0)})  # fmt: skip
+    assert prediction.sentence("d", result) == (
+        "d: at concurrency 1 predicted 2.04 (c = 0.100), measured 2.00 (one block: no interval to test against); "
+        "at concurrency 2 predicted 2.04 (c = 0.100), no measured TPOT speedup."
+    )
