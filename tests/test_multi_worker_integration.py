@@ -46,6 +46,7 @@ NGRAM = ArmSpec(
     method=Arm.Method.NGRAM, num_speculative_tokens=3, params={"prompt_lookup_min": 2, "prompt_lookup_max": 4}
 )
 WORKERS = [("hostA", "host-a"), ("hostB,pool", "host-b"), ("pool", "pool-c")]
+QUEUES = ["hostA", "hostB", "pool"]
 NUM_PROMPTS = 3
 
 
@@ -83,7 +84,8 @@ def _span(experiment: Experiment) -> tuple:
 
 @pytest.mark.skipif(not (TARGET / "config.json").exists(), reason="demo models not built (./dev test builds them)")
 def test_workers_take_their_queues_run_each_experiment_whole_and_share_a_queue_fairly(client):
-    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
+    # Tasks an interrupted earlier session left on these queues name experiments of its database.
+    redis.Redis.from_url(settings.CELERY_BROKER_URL).delete(*QUEUES)
     owner = UserFactory(username="fleet")
     with celery_workers(WORKERS) as workers:
         a, b, c = (worker.node for worker in workers)
