@@ -45,7 +45,7 @@ def _request_rows(experiment: Experiment, *, with_outputs: bool):
     columns = ["run_id", "prompt_index", *REQUEST_COLUMNS.values()]
     if with_outputs:
         columns.append("output_token_ids")
-    rows = RequestRecord.objects.filter(run__experiment=experiment, run__status=Run.Status.SUCCEEDED, error="")
+    rows = RequestRecord.objects.succeeded_of(experiment)
     return rows.order_by("run_id", "prompt_index").values_list(*columns)
 
 
@@ -213,7 +213,7 @@ def _per_request_series(experiment: Experiment) -> dict:
     tpot, tau, along, steps = defaultdict(list), defaultdict(list), defaultdict(list), defaultdict(list)
     emitted, decode = defaultdict(int), defaultdict(int)
     rows = (
-        RequestRecord.objects.filter(run__experiment=experiment, run__status=Run.Status.SUCCEEDED, error="")
+        RequestRecord.objects.succeeded_of(experiment)
         .order_by("run_id", "prompt_index")
         .values_list(
             "run__arm_id",
@@ -271,12 +271,8 @@ def _step_rows(experiment: Experiment, baseline: Arm, arms: list[Arm]) -> list[s
     """The step accounting of `arms` against the baseline, from their recorded requests."""
     speculative = {arm.id for arm in arms if arm.is_speculative}
     rows = (
-        RequestRecord.objects.filter(
-            run__experiment=experiment,
-            run__arm__in=[baseline, *arms],
-            run__status=Run.Status.SUCCEEDED,
-            error="",
-        )
+        RequestRecord.objects.succeeded_of(experiment)
+        .filter(run__arm__in=[baseline, *arms])
         .order_by("run_id", "prompt_index")
         .values_list(*STEP_COLUMNS)
     )
@@ -385,10 +381,10 @@ def _design_warnings(experiment: Experiment) -> list[str]:
 
 def _run_warnings(experiment: Experiment) -> list[str]:
     warnings = []
-    failed_runs = experiment.runs.filter(status=Run.Status.FAILED).count()
+    failed_runs = experiment.runs.real().filter(status=Run.Status.FAILED).count()
     if failed_runs:
         warnings.append(f"{failed_runs} run(s) failed; their blocks are missing from the comparison.")
-    failed_requests = RequestRecord.objects.filter(run__experiment=experiment).exclude(error="").count()
+    failed_requests = RequestRecord.objects.filter(run__in=experiment.runs.real()).exclude(error="").count()
     if failed_requests:
         warnings.append(
             f"{failed_requests} request(s) failed. Where the arm and the baseline failed different numbers, "

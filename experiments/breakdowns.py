@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import replace
 
 from experiments import inference, verdicts, workloads
-from experiments.models import Arm, Experiment, RequestRecord, Run
+from experiments.models import Arm, Experiment, RequestRecord
 
 TPOT = "tpot"
 # Upper bounds of the input-length buckets, in tokens.
@@ -42,7 +42,7 @@ def length_bucket(tokens: int) -> str:
 
 def lengths_by_prompt(experiment: Experiment) -> dict[int, str]:
     """prompt index → input-length bucket, from the tokens the server counted for it."""
-    rows = RequestRecord.objects.filter(run__experiment=experiment, run__status=Run.Status.SUCCEEDED, error="")
+    rows = RequestRecord.objects.succeeded_of(experiment)
     tokens = dict(rows.values_list("prompt_index", "input_tokens").distinct("prompt_index").order_by("prompt_index"))
     return {prompt: length_bucket(count) for prompt, count in tokens.items()}
 
@@ -62,9 +62,11 @@ def _cell_json(cell: inference.CellResult, labels: dict[int, str]) -> dict:
 
 def _acceptance(experiment: Experiment, groups: dict[int, str], labels: dict[int, str]) -> dict[str, list[dict]]:
     pooled = defaultdict(lambda: [0, 0, 0])  # (group, arm) -> accepted, proposed, steps
-    rows = RequestRecord.objects.filter(
-        run__experiment=experiment, run__status=Run.Status.SUCCEEDED, error="", spec_accepted_per_step__isnull=False
-    ).values_list("run__arm_id", "prompt_index", "spec_accepted_per_step", "spec_proposed_per_step")
+    rows = (
+        RequestRecord.objects.succeeded_of(experiment)
+        .filter(spec_accepted_per_step__isnull=False)
+        .values_list("run__arm_id", "prompt_index", "spec_accepted_per_step", "spec_proposed_per_step")
+    )
     for arm_id, prompt, accepted, proposed in rows.iterator(chunk_size=5000):
         if prompt in groups and accepted and proposed:
             cell = pooled[(groups[prompt], arm_id)]

@@ -18,6 +18,8 @@ EXPORT_RUN_COLUMNS = {
     "method": "run__arm__method",
     "concurrency": "run__concurrency",
     "repetition": "run__repetition",
+    # Set on the runs of a synthetic acceptance sweep, which are not measurements of the arm.
+    "synthetic_acceptance_length": "run__synthetic_acceptance_length",
 }
 SUMMARY_EXPORT_FIELDS = tuple(f.name for f in RunSummary._meta.concrete_fields if f.name not in ("id", "run"))
 REQUEST_EXPORT_FIELDS = tuple(f.name for f in RequestRecord._meta.concrete_fields if f.name not in ("id", "run"))

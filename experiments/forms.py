@@ -17,6 +17,7 @@ from experiments.services import REPLICATE_LABEL, ArmSpec, arm_default_label
 MAX_CONCURRENCY = 1024
 MAX_CONCURRENCY_LEVELS = 12
 MAX_ARMS = 8
+MAX_SWEEP_LENGTHS = 6
 # A level is reached and held only with several requests per slot: with fewer, the run
 # spends most of its time ramping up and draining, below its nominal concurrency.
 PROMPTS_PER_SLOT = 4
@@ -138,12 +139,36 @@ def parse_concurrency_levels(text: str) -> list[int]:
             raise forms.ValidationError(f"Concurrency must be at least 1 (got {level}).")
         if level > MAX_CONCURRENCY:
             raise forms.ValidationError(f"Concurrency must be at most {MAX_CONCURRENCY} (got {level}).")
-        if level in levels:
-            raise forms.ValidationError(f"{level} is listed twice.")
-        levels.append(level)
-    if len(levels) > MAX_CONCURRENCY_LEVELS:
-        raise forms.ValidationError(f"At most {MAX_CONCURRENCY_LEVELS} levels (got {len(levels)}).")
-    return sorted(levels)
+        _add_once(levels, level, token)
+    return _at_most(levels, MAX_CONCURRENCY_LEVELS, "levels")
+
+
+def _add_once(values: list, value, as_given: str) -> None:
+    if value in values:
+        raise forms.ValidationError(f"{as_given} is listed twice.")
+    values.append(value)
+
+
+def _at_most(values: list, most: int, noun: str) -> list:
+    """The values in order, or a refusal when there are more than `most`."""
+    if len(values) > most:
+        raise forms.ValidationError(f"At most {most} {noun} (got {len(values)}).")
+    return sorted(values)
+
+
+def parse_synthetic_sweep(text: str, *, k: int) -> list[float]:
+    """'1.5, 2, 2.5' → [1.5, 2.0, 2.5]: distinct mean acceptance lengths in [1, k + 1], the
+    range vLLM accepts for synthetic_acceptance_length (τ counts the bonus token)."""
+    lengths = []
+    for item in filter(None, (item.strip() for item in re.split(r"[,;]", text))):
+        try:
+            length = float(item)
+        except ValueError:
+            raise forms.ValidationError(f"“{item[:20]}” is not a number.") from None
+        if not 1 <= length <= k + 1:
+            raise forms.ValidationError(f"{item[:20]} is outside 1 to k + 1 = {k + 1}: τ counts the bonus token.")
+        _add_once(lengths, length, item)
+    return _at_most(lengths, MAX_SWEEP_LENGTHS, "lengths")
 
 
 def experiment_limit_s(cleaned: dict, *, arms: int) -> float:
@@ -590,6 +615,15 @@ class ArmForm(forms.Form):
     prompt_lookup_min = forms.IntegerField(min_value=1, max_value=64, initial=2, required=False, label="Lookup min")
     prompt_lookup_max = forms.IntegerField(min_value=1, max_value=64, initial=4, required=False, label="Lookup max")
     model = forms.CharField(max_length=500, required=False, label="Draft / head path")
+    synthetic_sweep = forms.CharField(
+        max_length=200,
+        required=False,
+        label="Synthetic acceptance sweep",
+        help_text="Optional mean acceptance lengths τ between 1 and k + 1, e.g. 1.5, 2, 2.5, 3. The arm runs again "
+        "at each, with vLLM's synthetic acceptance in place of real verification (the proposer and the target "
+        "still run): one more server per length and block, at every level. Those runs only show what acceptance "
+        "the arm would need to pay off; they are never part of its measurements.",
+    )
     label = forms.CharField(
         max_length=100, required=False, validators=[reject_markup, reject_controls], help_text="Empty: method and k."
     )
@@ -609,7 +643,18 @@ class ArmForm(forms.Form):
             self._clean_ngram(cleaned)
         if method in PATH_METHODS:
             self._clean_path(cleaned)
+        self._clean_sweep(cleaned)
         return cleaned
+
+    def _clean_sweep(self, cleaned):
+        k = cleaned.get("num_speculative_tokens")
+        if k is None or "synthetic_sweep" in self.errors:
+            cleaned["synthetic_sweep"] = []
+            return
+        try:
+            cleaned["synthetic_sweep"] = parse_synthetic_sweep(cleaned.get("synthetic_sweep", ""), k=k)
+        except forms.ValidationError as error:
+            self.add_error("synthetic_sweep", error)
 
     def _clean_ngram(self, cleaned):
         low, high = cleaned.get("prompt_lookup_min"), cleaned.get("prompt_lookup_max")
@@ -644,6 +689,7 @@ class ArmForm(forms.Form):
             num_speculative_tokens=self.cleaned_data["num_speculative_tokens"],
             params=params,
             label=self.cleaned_data["label"].strip(),
+            synthetic_sweep=tuple(self.cleaned_data["synthetic_sweep"]),
         )
 
 

@@ -300,6 +300,14 @@ class Arm(models.Model):
     # A second, identical baseline (A/A): compared with the baseline like any arm, its
     # "speedup" is the noise floor of the experiment.
     is_replicate = models.BooleanField(default=False)
+    # Mean acceptance lengths at which the arm runs again with vLLM's synthetic acceptance
+    # (experiments/acceptance_sweep.py): those runs are not the arm's measurements.
+    synthetic_sweep = ArrayField(
+        models.FloatField(),
+        default=list,
+        blank=True,
+        help_text="Synthetic mean acceptance lengths to run the arm at besides its real runs; empty: no sweep.",
+    )
     # A calibration arm serves a draft model (params["model"]) alone with plain decoding: it
     # measures what a draft step costs, and is never compared with the baseline.
     is_calibration = models.BooleanField(default=False)
@@ -353,6 +361,16 @@ class Arm(models.Model):
         config.update(self.params)
         return config
 
+    def synthetic_config(self, acceptance_length: float) -> dict:
+        """The arm's --speculative-config with real rejection replaced by vLLM's synthetic
+        acceptance: the proposer and the verifier still run, but each draft position is
+        accepted at the rate that gives this mean acceptance length (vLLM 0.32,
+        SpeculativeConfig.synthetic_acceptance_length, in [1, k + 1])."""
+        return self.speculative_config() | {
+            "rejection_sample_method": "synthetic",
+            "synthetic_acceptance_length": acceptance_length,
+        }
+
 
 class RunQuerySet(models.QuerySet):
     def open(self) -> "RunQuerySet":
@@ -361,6 +379,14 @@ class RunQuerySet(models.QuerySet):
 
     def succeeded(self) -> "RunQuerySet":
         return self.filter(status=Run.Status.SUCCEEDED)
+
+    def real(self) -> "RunQuerySet":
+        """Runs that measure their arm: all but a synthetic acceptance sweep's."""
+        return self.filter(synthetic_acceptance_length__isnull=True)
+
+    def synthetic(self) -> "RunQuerySet":
+        """Runs of an arm's synthetic acceptance sweep: never part of the arm's statistics."""
+        return self.filter(synthetic_acceptance_length__isnull=False)
 
     def in_execution_order(self, *, server_per_block: bool) -> "RunQuerySet":
         """The order the worker runs them in (experiments/schedule.py): block by block, each
@@ -405,26 +431,48 @@ class Run(models.Model):
     requests_done = models.PositiveIntegerField(default=0)
     requests_total = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True)
+    synthetic_acceptance_length = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="Set on a run of the arm's synthetic acceptance sweep: vLLM accepted drafts at random to give "
+        "this mean acceptance length. Such a run is not a measurement of the arm.",
+    )
 
     objects = RunQuerySet.as_manager()
 
     class Meta:
-        ordering = ["arm__position", "repetition", "concurrency"]
+        ordering = ["arm__position", "repetition", "concurrency", "synthetic_acceptance_length"]
         constraints = [
-            models.UniqueConstraint(fields=["arm", "concurrency", "repetition"], name="run_unique_cell"),
+            models.UniqueConstraint(
+                fields=["arm", "concurrency", "repetition", "synthetic_acceptance_length"],
+                name="run_unique_cell",
+                nulls_distinct=False,
+            ),
         ]
         indexes = [
             models.Index(fields=["status", "heartbeat_at"], name="run_status_heartbeat_idx"),
         ]
 
     def __str__(self):
-        return f"{self.arm} @ {self.concurrency} #{self.repetition}"
+        synthetic = (
+            "" if self.synthetic_acceptance_length is None else f" synthetic τ={self.synthetic_acceptance_length:g}"
+        )
+        return f"{self.arm}{synthetic} @ {self.concurrency} #{self.repetition}"
 
 
 class RunSummaryQuerySet(models.QuerySet):
     def succeeded_of(self, experiment: "Experiment") -> "RunSummaryQuerySet":
-        """The summaries of an experiment's succeeded runs: what results and analysis read."""
-        return self.filter(run__experiment=experiment, run__status=Run.Status.SUCCEEDED)
+        """The summaries of an experiment's succeeded real runs: what results and analysis
+        read. A synthetic acceptance sweep's runs are left out (synthetic_sweep_of)."""
+        return self.filter(
+            run__experiment=experiment, run__status=Run.Status.SUCCEEDED, run__synthetic_acceptance_length__isnull=True
+        )
+
+    def synthetic_sweep_of(self, experiment: "Experiment") -> "RunSummaryQuerySet":
+        """The summaries of an experiment's succeeded synthetic acceptance runs."""
+        return self.filter(
+            run__experiment=experiment, run__status=Run.Status.SUCCEEDED, run__synthetic_acceptance_length__isnull=False
+        )
 
 
 class RunSummary(models.Model):
@@ -498,6 +546,18 @@ class RunSummary(models.Model):
         return 1 + self.spec_num_accepted_tokens / self.spec_num_drafts
 
 
+class RequestRecordQuerySet(models.QuerySet):
+    def succeeded_of(self, experiment: "Experiment") -> "RequestRecordQuerySet":
+        """The requests without error of an experiment's succeeded real runs: what the
+        statistics read. A synthetic acceptance sweep's requests are left out."""
+        return self.filter(
+            run__experiment=experiment,
+            run__status=Run.Status.SUCCEEDED,
+            run__synthetic_acceptance_length__isnull=True,
+            error="",
+        )
+
+
 class RequestRecord(models.Model):
     """One measured request; warm-up requests are not stored."""
 
@@ -524,6 +584,8 @@ class RequestRecord(models.Model):
     queue_ms = models.FloatField(
         null=True, help_text="Time the request waited in the client for a free slot after its Poisson arrival."
     )
+
+    objects = RequestRecordQuerySet.as_manager()
 
     class Meta:
         # One row per prompt of a run: a run stored twice (a re-delivered task, a result

@@ -33,6 +33,7 @@ def _arm_row(arm: Arm) -> dict:
         "prompt_lookup_max": params.get("prompt_lookup_max", ""),
         "model": params.get("model", "") if arm.method in PATH_METHODS else "",
         "label": arm.label,
+        "synthetic_sweep": ", ".join(f"{length:g}" for length in arm.synthetic_sweep),
     }
 
 

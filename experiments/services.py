@@ -41,6 +41,7 @@ class ArmSpec:
     params: dict = field(default_factory=dict)
     label: str = ""
     is_replicate: bool = False
+    synthetic_sweep: tuple[float, ...] = ()
     is_calibration: bool = False
 
 
@@ -62,6 +63,13 @@ def arm_default_label(spec: ArmSpec) -> str:
     if spec.method == Arm.Method.BASELINE:
         return "baseline"
     return f"{Arm.Method(spec.method).label} k={spec.num_speculative_tokens}"
+
+
+def arm_servers(arms: list[Arm]) -> list[tuple[Arm, float | None]]:
+    """What the block schedule shuffles: each arm's own server, then one server per length
+    of an arm's synthetic acceptance sweep (its speculative config is a server flag). Without
+    a sweep this is the arms themselves, so their schedule is what it always was."""
+    return [(arm, None) for arm in arms] + [(arm, length) for arm in arms for length in arm.synthetic_sweep]
 
 
 def calibration_specs(arms: list[ArmSpec]) -> list[ArmSpec]:
@@ -100,12 +108,14 @@ def experiment_create(*, owner, arms: list[ArmSpec], team=None, **fields) -> Exp
             num_speculative_tokens=spec.num_speculative_tokens,
             params=spec.params,
             is_replicate=spec.is_replicate,
+            synthetic_sweep=list(spec.synthetic_sweep),
             is_calibration=spec.is_calibration,
         )
         for position, spec in enumerate(specs)
     ]
+    servers = arm_servers(created)
     slots = schedule(
-        n_arms=len(created),
+        n_arms=len(servers),
         levels=experiment.concurrency_levels,
         blocks=experiment.repetitions,
         seed=experiment.seed,
@@ -114,7 +124,8 @@ def experiment_create(*, owner, arms: list[ArmSpec], team=None, **fields) -> Exp
     Run.objects.bulk_create(
         Run(
             experiment=experiment,
-            arm=created[slot.arm_index],
+            arm=servers[slot.arm_index][0],
+            synthetic_acceptance_length=servers[slot.arm_index][1],
             concurrency=slot.level,
             repetition=slot.block,
             block_position=slot.block_position,

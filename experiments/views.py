@@ -10,6 +10,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from experiments import (
+    acceptance_sweep,
     bench_files,
     comparison,
     decision_selectors,
@@ -191,6 +192,12 @@ def experiment_cancel(request, pk: int):
     return redirect("experiments:detail", pk=experiment.pk)
 
 
+def _sweep_context(experiment: Experiment) -> dict:
+    """The synthetic acceptance sweep's section: empty when no arm asked for one."""
+    sweeps = acceptance_sweep.acceptance_sweeps(experiment=experiment)
+    return {"sweeps": sweeps, "sweep_data": [sweep.as_json() for sweep in sweeps]}
+
+
 @require_GET
 @csp_update(SWATCH_STYLES_CSP)
 def experiment_detail(request, pk: int):
@@ -204,6 +211,7 @@ def experiment_detail(request, pk: int):
         "warnings": selectors.experiment_warnings(experiment=experiment, analysis=analysis),
         "results": block,
         "results_data": block.chart_data() if block else None,
+        **_sweep_context(experiment),
         **step_profiles.page_context(experiment=experiment, results=block),
         # Re-runs and clones may have gone to another team: shown only to those who see it.
         "origin": Experiment.objects.visible_to(request.user).filter(pk=experiment.origin_id).first()

@@ -380,7 +380,8 @@ def test_summaries_csv_has_one_row_per_run_with_every_summary_column(logged_in_c
     assert response["Content-Disposition"] == f'attachment; filename="experiment-{finished.pk}-summaries.csv"'
     rows = list(csv.DictReader(io.StringIO(body)))
     summary_columns = [f.name for f in RunSummary._meta.concrete_fields if f.name not in ("id", "run")]
-    assert list(rows[0]) == ["run_id", "arm", "method", "concurrency", "repetition", "run_status", *summary_columns]
+    columns = ["run_id", "arm", "method", "concurrency", "repetition", "synthetic_acceptance_length", "run_status"]
+    assert list(rows[0]) == [*columns, *summary_columns]
     assert len(rows) == RunSummary.objects.filter(run__experiment=finished).count() == 3 * 2 * SEEDED_BLOCKS
     first = RunSummary.objects.select_related("run__arm").get(run_id=rows[0]["run_id"])
     assert (rows[0]["arm"], rows[0]["concurrency"], rows[0]["repetition"]) == ("baseline", "1", "1")
@@ -410,7 +411,8 @@ def test_requests_csv_streams_every_request_with_its_cell(logged_in_client, fini
     assert response["Content-Disposition"] == f'attachment; filename="experiment-{finished.pk}-requests.csv"'
     rows = list(csv.DictReader(io.StringIO(body)))
     assert len(rows) == RequestRecord.objects.filter(run__experiment=finished).count() == 3 * 2 * SEEDED_BLOCKS * 20
-    assert list(rows[0])[:6] == ["run_id", "arm", "method", "concurrency", "repetition", "prompt_index"]
+    columns = ["run_id", "arm", "method", "concurrency", "repetition", "synthetic_acceptance_length", "prompt_index"]
+    assert list(rows[0])[:7] == columns
     record = RequestRecord.objects.get(run_id=rows[-1]["run_id"], prompt_index=rows[-1]["prompt_index"])
     assert rows[-1]["arm"] == "draft k=3"
     assert float(rows[-1]["tpot_ms"]) == record.tpot_ms

@@ -22,7 +22,7 @@ from django.db import DatabaseError, connection
 from experiments import dispatch, limits, services
 from experiments.models import Arm, Experiment, IllegalTransition, Run
 from experiments.workloads import experiment_requests
-from workers import affinity, profiling, spool
+from workers import affinity, profiling, spool, synthetic_acceptance
 from workers.chat_template import chat_template_for
 from workers.envinfo import capture_environment
 from workers.liveness import LeaseBeat
@@ -114,15 +114,28 @@ class Session:
     runs: list[Run]
 
     @property
+    def synthetic_acceptance_length(self) -> float | None:
+        """Set when the session serves one length of the arm's synthetic acceptance sweep."""
+        return self.runs[0].synthetic_acceptance_length
+
+    @property
     def name(self) -> str:
         first = self.runs[0]
-        return f"arm-{self.arm.position}-{self.arm.id}-block-{first.repetition}-level-{first.level_position}"
+        synthetic = (
+            "" if first.synthetic_acceptance_length is None else f"-synthetic-{first.synthetic_acceptance_length:g}"
+        )
+        return f"arm-{self.arm.position}-{self.arm.id}{synthetic}-block-{first.repetition}-level-{first.level_position}"
+
+
+class SyntheticAcceptanceUnsupported(ServerStartError):
+    """A synthetic acceptance session on a host whose vLLM refuses it: no server is started."""
 
 
 def session_key(run: Run, server_per_block: bool) -> tuple:
     if run.arm.method in ONE_SERVER_PER_RUN_METHODS:
         return ("run", run.id)
-    return (run.arm_id, run.repetition) if server_per_block else (run.arm_id,)
+    server = (run.arm_id, run.synthetic_acceptance_length)
+    return (*server, run.repetition) if server_per_block else server
 
 
 def sessions_group(runs: Iterable[Run], server_per_block: bool) -> list[Session]:
@@ -163,7 +176,9 @@ def arm_model(experiment: Experiment, arm: Arm) -> str:
     return arm.params["model"] if arm.is_calibration else experiment.target_model
 
 
-def arm_server_args(experiment: Experiment, arm: Arm, port: int) -> list[str]:
+def arm_server_args(
+    experiment: Experiment, arm: Arm, port: int, synthetic_acceptance_length: float | None = None
+) -> list[str]:
     model = arm_model(experiment, arm)
     return build_server_args(
         python=settings.SPECDASH_VLLM_PYTHON,
@@ -172,7 +187,9 @@ def arm_server_args(experiment: Experiment, arm: Arm, port: int) -> list[str]:
         dtype=experiment.dtype,
         max_model_len=experiment.max_model_len,
         seed=experiment.seed,
-        speculative_config=arm.speculative_config(),
+        speculative_config=arm.speculative_config()
+        if synthetic_acceptance_length is None
+        else arm.synthetic_config(synthetic_acceptance_length),
         chat_template=chat_template_for(model) if experiment.endpoint == Experiment.Endpoint.CHAT else None,
         kv_cache_bytes=None if cuda_visible() else round(settings.SPECDASH_CPU_KVCACHE_GIB * 2**30),
     )
@@ -306,6 +323,14 @@ def session_execute(execution: Execution, session: Session) -> None:
             runs = sorted(queued, key=lambda run: order[run.id])
 
 
+def check_synthetic_support(session: Session) -> None:
+    if session.synthetic_acceptance_length is None:
+        return
+    reason = synthetic_acceptance.unsupported_reason(settings.SPECDASH_VLLM_PYTHON)
+    if reason is not None:
+        raise SyntheticAcceptanceUnsupported(f"{reason}. Run the sweep on a GPU worker's queue.", log_tail="")
+
+
 def session_attempt(execution: Execution, session: Session) -> None:
     """Start a fresh server for the session, run its runs on it, stop it on every path.
     A server that does not start fails this session's runs only."""
@@ -316,11 +341,12 @@ def session_attempt(execution: Execution, session: Session) -> None:
         # (tens of seconds on a GPU host) only to find nothing to run.
         logger.info("%s: none of its %d runs is queued any more; no server started", session.arm, len(session.runs))
         return
-    args = arm_server_args(experiment, session.arm, free_port())
+    args = arm_server_args(experiment, session.arm, free_port(), session.synthetic_acceptance_length)
     levels = profiling.profiled_levels(experiment, session.runs)
     args += profiler_args(profiling.profile_dir(experiment, session.arm)) if levels else []
     logger.info("starting vLLM for %s (%d runs): %s", session.arm, len(session.runs), " ".join(args))
     try:
+        check_synthetic_support(session)
         server = VllmServer(
             args,
             log_path=server_log_path(experiment, session),

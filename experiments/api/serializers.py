@@ -26,6 +26,8 @@ def _spec_field(name: str, field: forms.Field) -> serializers.Field:
     common = {"required": False, "help_text": str(field.help_text or field.label or name)}
     if name == "concurrency_levels":
         return serializers.ListField(child=serializers.IntegerField(min_value=1), **common)
+    if name == "synthetic_sweep":
+        return serializers.ListField(child=serializers.FloatField(min_value=1), **common)
     if isinstance(field, forms.BooleanField):
         return serializers.BooleanField(**common)
     if isinstance(field, forms.ModelChoiceField) and field.to_field_name:
@@ -232,6 +234,9 @@ def _row_serializer(name: str, model, columns: tuple[str, ...], extra: dict) -> 
     run = {
         "run_id": serializers.IntegerField(), "arm": serializers.CharField(), "method": serializers.CharField(),
         "concurrency": serializers.IntegerField(), "repetition": serializers.IntegerField(),
+        "synthetic_acceptance_length": serializers.FloatField(
+            allow_null=True, help_text="Set on the runs of a synthetic acceptance sweep, which do not measure the arm."
+        ),
     }  # fmt: skip
     return type(name, (serializers.Serializer,), run | fields | extra)
 

@@ -19,6 +19,8 @@ from experiments.services import ArmSpec
 
 ARMS_KEY = "arms"
 NON_FIELD = "non_field_errors"
+# Fields the form takes as comma-separated text and the spec as a JSON list.
+LIST_FIELDS = {"concurrency_levels", "synthetic_sweep"}
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,7 @@ def _form_value(name: str, field: forms.Field, value, errors: dict):
             errors[name] = ["Must be true or false."]
             return None
         return "on" if value else None
-    if isinstance(value, list) and name == "concurrency_levels":
+    if isinstance(value, list) and name in LIST_FIELDS:
         return ", ".join(str(item) for item in value)
     if value is None:
         return ""
@@ -137,6 +139,13 @@ def _json_value(field: forms.Field, value):
     return None if value == "" else value
 
 
+def _list_value(name: str, value):
+    """A prefilled form value as the spec gives it: a list field's text as a list of numbers."""
+    if name != "synthetic_sweep":
+        return value
+    return [float(item) for item in value.split(",")]
+
+
 def spec_from_experiment(experiment: Experiment) -> dict:
     """The experiment's protocol as a spec: what submitting it again would take."""
     spec = {
@@ -147,7 +156,7 @@ def spec_from_experiment(experiment: Experiment) -> dict:
     spec["concurrency_levels"] = sorted(experiment.concurrency_levels)
     arm_fields = ArmForm.base_fields
     spec[ARMS_KEY] = [
-        {name: value for name, value in row.items() if value != "" and name in arm_fields}
+        {name: _list_value(name, value) for name, value in row.items() if value != "" and name in arm_fields}
         for row in prefill.arm_initial(experiment)
     ]
     return spec

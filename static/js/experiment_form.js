@@ -1,6 +1,7 @@
 // The experiment form: add and remove speculative arms (a Django formset), show only the
 // fields that the chosen arm method and workload use (hidden fields keep their values), and
-// warn when the worker queue typed has no live worker.
+// warn when the worker queue typed has no live worker, and count the servers a synthetic
+// acceptance sweep adds.
 (function () {
   "use strict";
 
@@ -68,6 +69,29 @@
     queueNote.hidden = !readable || !queue || live.includes(queue);
   }
 
+  // A synthetic acceptance sweep starts servers of its own: say how many before the form is sent.
+  function numbers(name) {
+    const input = form.querySelector(`[name='${name}']`);
+    return input ? input.value.split(/[,;\s]+/).filter(Boolean).length : 0;
+  }
+
+  function showSweepCost(arm) {
+    const note = arm.querySelector("[data-sweep-cost]");
+    const lengths = arm.querySelector("input[name$='-synthetic_sweep']").value.split(/[,;]/).filter((item) => item.trim());
+    const blocks = Number(form.querySelector("[name='repetitions']").value) || 1;
+    const perBlock = form.querySelector("[name='server_per_block']").checked;
+    const servers = lengths.length * (perBlock ? blocks : 1);
+    const runs = lengths.length * numbers("concurrency_levels") * blocks;
+    note.textContent = `This sweep adds ${runs} synthetic run${runs === 1 ? "" : "s"} on ${servers} more vLLM server start${servers === 1 ? "" : "s"}.`;
+    note.hidden = lengths.length === 0;
+  }
+
+  function showSweepCosts() {
+    armList.querySelectorAll("[data-arm]").forEach(showSweepCost);
+  }
+
+  form.addEventListener("input", showSweepCosts);
+  form.addEventListener("change", showSweepCosts);
   addButton.addEventListener("click", addArm);
   queueInput.addEventListener("input", showQueueNote);
   armList.addEventListener("click", (event) => {
@@ -84,5 +108,6 @@
   armList.querySelectorAll("[data-arm]").forEach(showMethodFields);
   showWorkloadFields();
   showQueueNote();
+  showSweepCosts();
   updateAddButton();
 })();

@@ -1,0 +1,276 @@
+"""The synthetic acceptance sweep: the break-even interpolation and the speedup points on
+hand-computed cases, the form's rule for the lengths, the schedule and the servers it adds,
+and that the synthetic runs never reach the arm's own statistics."""
+
+import math
+import random
+
+import pytest
+from django import forms as django_forms
+from django.urls import reverse
+
+from experiments import acceptance_sweep, analysis, history, services
+from experiments.acceptance_sweep import AT_OR_BELOW, BETWEEN, BEYOND, NO_POINTS, BreakEven, SweepPoint, break_even
+from experiments.api.submission import spec_from_experiment, submission_from_spec
+from experiments.forms import ArmForm, parse_synthetic_sweep
+from experiments.models import Arm, ExperimentAnalysis, RequestRecord, Run, RunSummary, SpeedupEstimate
+from tests.factories import NGRAM_ARM_FORM, RunFactory, experiment_fields, seed_finished_experiment, seed_run_results
+from workers import runner
+
+
+def _points(*pairs) -> list[SweepPoint]:
+    return [SweepPoint(length, speedup, 1, None) for length, speedup in pairs]
+
+
+# ---------------------------------------------------------------- break-even, by hand
+
+
+def test_break_even_interpolates_between_the_two_lengths_around_1():
+    # 0.8 at 1.5, 1.2 at 2.5: 1 is half way, at 2.0.
+    assert break_even(_points((1.5, 0.8), (2.5, 1.2))) == BreakEven(BETWEEN, 2.0)
+    # 0.9 at 2, 1.3 at 3: (1 - 0.9) / (1.3 - 0.9) = 1/4 of the way, at 2.25.
+    found = break_even(_points((3.0, 1.3), (1.0, 0.5), (2.0, 0.9)))
+    assert found.state == BETWEEN
+    assert found.length == pytest.approx(2.25)
+
+
+def test_break_even_is_the_first_crossing_of_a_non_monotone_sweep():
+    # Up through 1 between 1.5 and 2 (at 1.5 + 0.2/0.3 × 0.5 = 1.8333), down below 1 at 2.5,
+    # up again at 3: the smallest length that reaches 1 is the first crossing.
+    found = break_even(_points((1.5, 0.8), (2.0, 1.1), (2.5, 0.95), (3.0, 1.2)))
+    assert found.state == BETWEEN
+    assert found.length == pytest.approx(1.5 + 0.2 / 0.3 * 0.5)
+
+
+def test_break_even_at_the_lowest_length_beyond_the_range_and_without_points():
+    assert break_even(_points((1.5, 1.0), (2.0, 1.4))) == BreakEven(AT_OR_BELOW, 1.5)
+    assert break_even(_points((1.5, 0.5), (2.0, 0.7), (3.0, 0.99))) == BreakEven(BEYOND)
+    assert break_even(_points((2.0, 0.7))) == BreakEven(BEYOND)
+    assert break_even([]) == BreakEven(NO_POINTS)
+
+
+def test_speedup_points_are_geometric_means_of_block_ratios_over_blocks_both_ran():
+    baseline = {(1, 1): 100.0, (1, 2): 200.0, (4, 1): 300.0}
+    synthetic = {
+        (2.0, 1, 1): (120.0, 10, 10),  # ratio 1.2
+        (2.0, 1, 2): (180.0, 10, 5),  # ratio 0.9
+        (3.0, 1, 1): (150.0, 4, 8),  # ratio 1.5
+        (2.0, 4, 2): (500.0, 1, 1),  # no baseline at level 4 in block 2: left out
+    }
+
+    points = acceptance_sweep.sweep_points(baseline, synthetic)
+
+    assert list(points) == [1]
+    first, second = points[1]
+    assert (first.length, first.blocks) == (2.0, 2)
+    assert first.speedup == pytest.approx(math.sqrt(1.2 * 0.9))
+    assert first.measured_tau == pytest.approx(1 + 15 / 20)
+    assert (second.length, second.speedup, second.blocks, second.measured_tau) == (3.0, 1.5, 1, 3.0)
+
+
+def test_the_sentence_gives_the_real_tau_and_each_levels_need():
+    levels = [
+        acceptance_sweep.LevelSweep(1, [], BreakEven(AT_OR_BELOW, 1.5)),
+        acceptance_sweep.LevelSweep(16, [], BreakEven(BETWEEN, 3.1)),
+        acceptance_sweep.LevelSweep(64, [], BreakEven(BEYOND)),
+    ]
+    sweep = acceptance_sweep.ArmSweep(1, "n-gram k=3", 3, 2.4, [1.5, 2.5, 3.5], levels, 0, "")
+
+    assert sweep.sentence == (
+        "n-gram k=3: your draft gives τ 2.40; at 1 concurrent request it pays off already at 1.5, the lowest "
+        "length swept; at 16 concurrent requests it would need 3.10; at 64 concurrent requests it would need "
+        "more than 3.5, beyond the swept range."
+    )
+
+
+# ---------------------------------------------------------------- what the user asks for
+
+
+def test_sweep_lengths_are_between_1_and_k_plus_1():
+    assert parse_synthetic_sweep("2.5, 1.5;2", k=3) == [1.5, 2.0, 2.5]
+    assert parse_synthetic_sweep("", k=3) == []
+    assert parse_synthetic_sweep("1, 4", k=3) == [1.0, 4.0]
+    for text, message in (
+        ("4.5", r"outside 1 to k \+ 1 = 4"),
+        ("0.5", "outside"),
+        ("2, 2.0", "twice"),
+        ("x", "not a number"),
+    ):
+        with pytest.raises(django_forms.ValidationError, match=message):
+            parse_synthetic_sweep(text, k=3)
+    with pytest.raises(django_forms.ValidationError, match="At most 6"):
+        parse_synthetic_sweep("1, 1.5, 2, 2.5, 3, 3.5, 4", k=3)
+
+
+def test_the_arm_form_checks_the_sweep_against_its_k():
+    form = ArmForm(data=NGRAM_ARM_FORM | {"num_speculative_tokens": "3", "synthetic_sweep": "1.5, 4.5"})
+    assert not form.is_valid()
+    assert "outside 1 to k + 1 = 4" in form.errors["synthetic_sweep"][0]
+
+    form = ArmForm(data=NGRAM_ARM_FORM | {"num_speculative_tokens": "3", "synthetic_sweep": "3, 1.5"})
+    assert form.is_valid(), form.errors
+    assert form.arm_spec().synthetic_sweep == (1.5, 3.0)
+    assert ArmForm(data=NGRAM_ARM_FORM).is_valid()
+
+
+@pytest.mark.django_db
+def test_the_api_spec_takes_the_sweep_as_a_list_and_gives_it_back(user, celery_dispatch):
+    spec = {
+        "name": "sweep",
+        "prompt_set": "chat",
+        "num_prompts": 8,
+        "max_tokens": 16,
+        "concurrency_levels": [1],
+        "repetitions": 1,
+        "arms": [{"method": "ngram", "num_speculative_tokens": 3, "synthetic_sweep": [2.5, 1.5]}],
+    }
+    submission = submission_from_spec(spec, user=user)
+    assert submission.arms[0].synthetic_sweep == (1.5, 2.5)
+
+    experiment = services.experiment_create(owner=user, arms=submission.arms, **submission.fields)
+
+    assert spec_from_experiment(experiment)["arms"][0]["synthetic_sweep"] == [1.5, 2.5]
+
+
+# ---------------------------------------------------------------- schedule and servers
+
+
+@pytest.mark.django_db
+def test_the_sweep_adds_one_server_per_length_and_block_and_leaves_a_schedule_without_it_alone(user, celery_dispatch):
+    fields = experiment_fields(concurrency_levels=[1, 4], repetitions=2, seed=7)
+    plain = services.experiment_create(
+        owner=user, arms=[services.ArmSpec(method="ngram", num_speculative_tokens=3)], **fields
+    )
+    swept = services.experiment_create(
+        owner=user, arms=[services.ArmSpec(method="ngram", num_speculative_tokens=3, synthetic_sweep=(1.5, 3.0))],
+        **fields,
+    )  # fmt: skip
+
+    assert plain.runs.count() == 2 * 2 * 2
+    assert swept.runs.count() == 2 * 2 * 2 + 2 * 2 * 2
+    assert swept.runs.real().count() == 8
+    assert sorted(set(swept.runs.synthetic().values_list("synthetic_acceptance_length", flat=True))) == [1.5, 3.0]
+    sessions = runner.sessions_group(
+        swept.runs.select_related("arm").in_execution_order(server_per_block=True), server_per_block=True
+    )
+    assert len(sessions) == 2 * (2 + 2)  # blocks × (baseline, arm, two lengths)
+    synthetic = [s for s in sessions if s.synthetic_acceptance_length is not None]
+    assert len(synthetic) == 4
+    assert all(len(s.runs) == 2 for s in synthetic)
+    assert all({r.synthetic_acceptance_length for r in s.runs} == {s.synthetic_acceptance_length} for s in sessions)
+    assert "synthetic-1.5" in synthetic[0].name or "synthetic-3" in synthetic[0].name
+    # Each block still runs every server once, in an order of its own.
+    for block in (1, 2):
+        positions = swept.runs.filter(repetition=block).values_list("block_position", flat=True)
+        assert sorted(set(positions)) == [1, 2, 3, 4]
+
+
+@pytest.mark.django_db
+def test_a_synthetic_server_is_the_arms_config_with_synthetic_acceptance(settings):
+    arm = RunFactory(arm__num_speculative_tokens=3).arm
+    args = runner.arm_server_args(arm.experiment, arm, 8100, 2.5)
+    config = args[args.index("--speculative-config") + 1]
+
+    assert '"rejection_sample_method": "synthetic"' in config
+    assert '"synthetic_acceptance_length": 2.5' in config
+    assert '"method": "ngram"' in config
+    assert '"num_speculative_tokens": 3' in config
+    assert "synthetic" not in " ".join(runner.arm_server_args(arm.experiment, arm, 8100))
+
+
+# ---------------------------------------------------------------- never mixed in
+
+
+def _sweep_on(experiment, label="n-gram k=4", lengths=(1.5, 3.0)) -> Arm:
+    """Synthetic runs of the arm at every level and block, with results seeded as the worker stores them."""
+    arm = experiment.arms.get(label=label)
+    arm.synthetic_sweep = list(lengths)
+    arm.save(update_fields=["synthetic_sweep"])
+    rng = random.Random(99)
+    for length in lengths:
+        for run in experiment.runs.real().filter(arm=arm):
+            synthetic = RunFactory(
+                arm=arm, concurrency=run.concurrency, repetition=run.repetition, status=Run.Status.SUCCEEDED,
+                synthetic_acceptance_length=length,
+            )  # fmt: skip
+            seed_run_results(synthetic, rng, requests=4, output_tokens=16)
+    return arm
+
+
+def _headline(experiment) -> tuple:
+    found = history.history_rows(experiments=[experiment], metric="tpot")[0].headline
+    return found.arm_label, [(cell.level, cell.outcome, cell.estimate.point) for cell in found.cells]
+
+
+def _estimates(experiment) -> list[tuple]:
+    return sorted(
+        SpeedupEstimate.objects.filter(experiment=experiment).values_list(
+            "arm_id", "concurrency", "metric", "point", "ci_low", "ci_high", "n_repetitions"
+        )
+    )
+
+
+@pytest.mark.django_db
+def test_synthetic_runs_stay_out_of_the_arms_statistics_verdicts_steps_and_headline():
+    experiment = seed_finished_experiment(requests=6, repetitions=2)
+    before = (_estimates(experiment), ExperimentAnalysis.objects.get(experiment=experiment).series)
+    headline = _headline(experiment)
+
+    _sweep_on(experiment)
+    analysis.experiment_analyse(experiment=experiment)
+
+    assert experiment.runs.synthetic().count() == 2 * 2 * 2
+    assert (_estimates(experiment), ExperimentAnalysis.objects.get(experiment=experiment).series) == before
+    assert _headline(experiment) == headline
+    real = RunSummary.objects.succeeded_of(experiment)
+    assert real.count() == 3 * 2 * 2
+    assert not real.filter(run__synthetic_acceptance_length__isnull=False).exists()
+    assert (
+        not RequestRecord.objects.succeeded_of(experiment)
+        .filter(run__synthetic_acceptance_length__isnull=False)
+        .exists()
+    )
+    assert [r.arm for r in analysis.load_runs(experiment)].count(experiment.arms.get(label="n-gram k=4").id) == 4
+
+
+@pytest.mark.django_db
+def test_the_sweep_reads_its_runs_against_the_baseline_of_the_same_level_and_block(logged_in_client, user):
+    experiment = seed_finished_experiment(requests=6, repetitions=2, owner=user)
+    arm = _sweep_on(experiment)
+    baseline = {
+        (s.run.concurrency, s.run.repetition): s.output_throughput
+        for s in RunSummary.objects.filter(run__arm__label="baseline", run__experiment=experiment).select_related("run")
+    }
+
+    (sweep,) = acceptance_sweep.acceptance_sweeps(experiment=experiment)
+
+    assert sweep.arm_id == arm.id
+    assert sweep.lengths == [1.5, 3.0]
+    drafts = sum(s.spec_num_drafts for s in RunSummary.objects.succeeded_of(experiment).filter(run__arm=arm))
+    accepted = sum(s.spec_num_accepted_tokens for s in RunSummary.objects.succeeded_of(experiment).filter(run__arm=arm))
+    assert sweep.tau == pytest.approx(1 + accepted / drafts)
+    for row in sweep.levels:
+        for point in row.points:
+            ratios = [
+                s.output_throughput / baseline[(row.level, s.run.repetition)]
+                for s in RunSummary.objects.filter(
+                    run__arm=arm, run__concurrency=row.level, run__synthetic_acceptance_length=point.length
+                ).select_related("run")
+            ]
+            assert point.blocks == 2
+            assert point.speedup == pytest.approx(math.exp(sum(map(math.log, ratios)) / 2))
+
+    html = logged_in_client.get(reverse("experiments:detail", args=[experiment.pk])).content.decode()
+    assert "What acceptance it would take" in html
+    assert "your draft gives τ" in html
+    assert f'id="sweep-chart-{arm.id}"' in html
+    assert 'id="sweep-data"' in html
+    assert "Break-even length" in html
+
+
+@pytest.mark.django_db
+def test_a_page_without_a_sweep_has_no_sweep_section(logged_in_client, user):
+    experiment = seed_finished_experiment(requests=3, repetitions=1, owner=user)
+    html = logged_in_client.get(reverse("experiments:detail", args=[experiment.pk])).content.decode()
+    assert "acceptance-sweep" not in html
+    assert "sweep-data" not in html
