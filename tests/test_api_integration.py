@@ -1,6 +1,7 @@
 """The command line and the API through the real parts: the client script submits over HTTP,
 a Celery worker runs the experiment on vLLM, `--wait` follows it to the verdict table and the
-exit status, and the API's numbers are the experiment page's."""
+exit status, and the API's numbers are the experiment page's. The spec asks for profiled
+intervals, so each arm's server also profiles one interval, stored apart from the statistics."""
 
 import json
 import re
@@ -12,7 +13,8 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
-from experiments.models import Arm, Experiment, ExperimentAnalysis
+from experiments import profiles
+from experiments.models import Arm, Experiment, ExperimentAnalysis, ProfiledInterval
 from scripts import specdash_client
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -20,7 +22,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 TARGET = settings.SPECDASH_MODELS_DIR / "target"
 SPEC = {
     "name": "cli on vllm", "dtype": "float32", "prompt_set": "code_edit", "num_prompts": 4, "max_tokens": 16,
-    "concurrency_levels": [1], "repetitions": 1, "warmup_requests": 1, "temperature": 0,
+    "concurrency_levels": [1], "repetitions": 1, "warmup_requests": 1, "temperature": 0, "profile_intervals": True,
     "arms": [{"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 2, "prompt_lookup_max": 3}],
 }  # fmt: skip
 
@@ -68,6 +70,7 @@ def _check_api_numbers_equal_the_pages(experiment, user, token):
     requests = api.get(reverse("api:experiment-requests", args=[experiment.pk])).json()
     assert requests["count"] == 2 * SPEC["num_prompts"]
     _check_step_accounting(experiment, body, html)
+    _check_profiled_intervals(experiment, html)
 
 
 def _check_step_accounting(experiment, body, html):
@@ -84,3 +87,23 @@ def _check_step_accounting(experiment, body, html):
     assert row["margin"]["point"] == pytest.approx(row["tokens_per_step"] / row["relative_cost"]["point"])
     assert body["series"]["step_accounting"] == accounting
     assert unescape(accounting["sentences"][0]["text"]) in unescape(html)
+
+
+def _check_profiled_intervals(experiment, html):
+    """Each arm profiled one interval after its measured run: its trace is on disk, its shares
+    sum to one, and it is not among the requests counted above (2 × num_prompts)."""
+    intervals = {i.arm.method: i for i in ProfiledInterval.objects.filter(experiment=experiment).select_related("arm")}
+    assert sorted(intervals) == ["baseline", "ngram"]
+    for interval in intervals.values():
+        assert interval.error == ""
+        assert (interval.concurrency, interval.requests, interval.completed) == (1, 4, 4)  # the measured prompts
+        assert interval.steps > 0
+        assert (settings.DATA_DIR / interval.trace_path).stat().st_size == interval.trace_bytes
+        shares = [getattr(interval, f"share_{phase}") for phase in profiles.PHASES]
+        assert all(share >= 0 for share in shares)
+        assert sum(shares) == pytest.approx(1.0, abs=1e-6)
+        assert interval.share_verifying > 0
+    assert intervals["baseline"].share_proposing == 0.0
+    assert intervals["ngram"].share_proposing > 0
+    assert 'id="table-profile"' in html
+    assert 'id="chart-step-time"' in html
