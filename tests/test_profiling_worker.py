@@ -1,0 +1,59 @@
+"""The worker's side of profiled intervals (workers/profiling.py): which sessions profile,
+with which prompts and server arguments, and what a failed interval records."""
+
+import json
+
+import pytest
+
+from experiments.models import ProfiledInterval
+from tests.factories import ArmFactory, ExperimentFactory, RunFactory
+from workers import profiling
+from workers.vllm_server import profiler_args
+
+pytestmark = pytest.mark.django_db
+
+
+def test_only_the_last_block_profiles_and_only_when_asked():
+    experiment = ExperimentFactory(repetitions=2, concurrency_levels=[1, 4], profile_intervals=True)
+    arm = ArmFactory(experiment=experiment)
+    first = [RunFactory(arm=arm, concurrency=level, repetition=1) for level in (4, 1)]
+    last = [RunFactory(arm=arm, concurrency=level, repetition=2) for level in (4, 1)]
+    assert profiling.profiled_levels(experiment, first) == []
+    assert profiling.profiled_levels(experiment, last) == [4, 1]  # in the session's order
+    assert profiling.profiled_levels(experiment, first + last) == [4, 1]  # one server for all blocks
+    experiment.profile_intervals = False
+    assert profiling.profiled_levels(experiment, last) == []
+
+
+def test_an_interval_sends_a_full_batch_of_measured_prompts():
+    prompts = [f"p{i}" for i in range(10)]
+    assert profiling.interval_prompts(prompts, warmup=2, level=1) == ["p2", "p3", "p4", "p5"]
+    assert profiling.interval_prompts(prompts, warmup=2, level=6) == ["p2", "p3", "p4", "p5", "p6", "p7"]
+    assert profiling.interval_prompts(prompts, warmup=8, level=4) == ["p8", "p9"]
+
+
+def test_the_server_writes_gzipped_engine_traces_without_stacks(tmp_path):
+    flag, config = profiler_args(tmp_path)
+    assert flag == "--profiler-config"
+    assert json.loads(config) == {
+        "profiler": "torch", "torch_profiler_dir": str(tmp_path), "ignore_frontend": True,
+        "torch_profiler_with_stack": False,
+    }  # fmt: skip
+
+
+def test_an_interval_that_fails_is_recorded_with_its_error(monkeypatch, settings, tmp_path):
+    settings.DATA_DIR = tmp_path
+    experiment = ExperimentFactory(profile_intervals=True, warmup_requests=0)
+    arm = ArmFactory(experiment=experiment)
+
+    def refused(base_url, *, prefix, load_args):
+        raise ConnectionRefusedError("no server")
+
+    monkeypatch.setattr(profiling, "profiled_load", refused)
+    profiling.session_profile("http://127.0.0.1:9", experiment, arm, [2], ["a", "b", "c", "d", "e"])
+    interval = ProfiledInterval.objects.get(arm=arm)
+    assert (interval.concurrency, interval.requests, interval.share_verifying) == (2, 4, None)
+    assert interval.error == "ConnectionRefusedError: no server"
+    # A retried session does not profile the level again.
+    profiling.session_profile("http://127.0.0.1:9", experiment, arm, [2], ["a"])
+    assert ProfiledInterval.objects.filter(arm=arm).count() == 1
