@@ -9,7 +9,7 @@ import pytest
 
 from experiments import profiles
 
-FIXTURE = Path(__file__).parent / "fixtures" / "profile_ngram_cpu.json"
+FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def scope(name: str, ts: float, dur: float, cat: str = "user_annotation") -> dict:
@@ -91,14 +91,20 @@ def test_files_of_several_workers_add_up(tmp_path):
     assert summary.shares["other"] == pytest.approx((22 + 44) / 88)
 
 
-def test_names_in_a_real_cpu_trace_are_classified():
-    """The scopes vLLM 0.32's CPU worker wrote for the demo pair's n-gram arm (3 requests,
-    32 tokens; the first step includes the n-gram matcher's one-off compilation)."""
-    events = json.loads(FIXTURE.read_text())["traceEvents"]
+@pytest.mark.parametrize(
+    ("fixture", "steps"),
+    [("profile_ngram_cpu.json", 31), ("profile_draft_cpu.json", 16)],
+)
+def test_names_in_real_cpu_traces_are_classified(fixture, steps):
+    """The scopes vLLM 0.32's CPU worker wrote for the demo pair's n-gram arm and draft-model
+    arm (k=4, 3 requests of 32 tokens on a fresh server: the first step includes one-off
+    compilation). The draft model's forward passes run inside the draft scope."""
+    events = json.loads((FIXTURES / fixture).read_text())["traceEvents"]
     names = {e["name"] for e in events if not e["name"].startswith(profiles.STEP_PREFIX)}
     classified = {name: profiles.phase_of(name) for name in names}
     assert classified["gpu_model_runner: draft"] == "proposing"
     assert classified["gpu_model_runner: forward"] == "verifying"
+    assert classified["gpu_model_runner: postprocess"] == "verifying"
     assert classified["gpu_model_runner: sample"] == "sampling"
     assert {name for name, phase in classified.items() if phase is None} == {
         "gpu_model_runner: preprocess",
@@ -107,6 +113,6 @@ def test_names_in_a_real_cpu_trace_are_classified():
         "gpu_model_runner: ModelRunnerOutput",
     }
     summary = profiles.summarise_events(events)
-    assert summary.steps == 31
+    assert summary.steps == steps
     assert sum(summary.shares.values()) == pytest.approx(1.0)
-    assert all(share >= 0 for share in summary.shares.values())
+    assert all(share > 0 for share in summary.shares.values())
