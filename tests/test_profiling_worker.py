@@ -21,6 +21,8 @@ def test_only_the_last_block_profiles_and_only_when_asked():
     assert profiling.profiled_levels(experiment, first) == []
     assert profiling.profiled_levels(experiment, last) == [4, 1]  # in the session's order
     assert profiling.profiled_levels(experiment, first + last) == [4, 1]  # one server for all blocks
+    synthetic = [RunFactory(arm=arm, concurrency=4, repetition=2, synthetic_acceptance_length=2.0)]
+    assert profiling.profiled_levels(experiment, synthetic) == []
     experiment.profile_intervals = False
     assert profiling.profiled_levels(experiment, last) == []
 

@@ -38,10 +38,15 @@ SCOPES_ENV = {"VLLM_CUSTOM_SCOPES_FOR_PROFILING": "1"}
 
 def profiled_levels(experiment: Experiment, runs: list[Run]) -> list[int]:
     """The levels a session profiles after its runs: those of the arm's last block it runs,
-    in their order, when the experiment asks for profiles."""
+    in their order, when the experiment asks for profiles. A synthetic acceptance sweep's
+    server is not the arm's own: it does not profile."""
     if not experiment.profile_intervals:
         return []
-    return [run.concurrency for run in runs if run.repetition == experiment.repetitions]
+    return [
+        run.concurrency
+        for run in runs
+        if run.repetition == experiment.repetitions and run.synthetic_acceptance_length is None
+    ]
 
 
 def profile_dir(experiment: Experiment, arm: Arm) -> Path:
