@@ -81,3 +81,4 @@ def test_the_page_shows_the_profile_with_its_definitions(client, user):
     for term in ("Proposing (%)", "Verifying (%)", "Sampling (%)", "Other (%)", "Step (ms)", "Profiled time"):
         assert f"<dt>{term}</dt>" in html
     assert 'data-value="60.0"' in html  # verifying, in percent
+    assert "with one profiled interval per arm and level" in html  # in the protocol
