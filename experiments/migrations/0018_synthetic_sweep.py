@@ -4,7 +4,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("experiments", "0016_profiled_intervals"),
+        ("experiments", "0017_draft_calibration"),
     ]
 
     operations = [
