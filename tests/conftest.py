@@ -77,6 +77,26 @@ def browser():
         browser.close()
 
 
+@pytest.fixture
+def logged_in_page(browser, live_server, user):
+    """A page of a 1280 × 900 window, logged in as `user`; a JavaScript error on it fails the test."""
+    from tests.factories import PASSWORD
+
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(f"{live_server.url}/login/")
+    page.fill("#id_username", user.username)
+    page.fill("#id_password", PASSWORD)
+    page.click(".login [type=submit]")
+    page.wait_for_url(f"{live_server.url}/")
+    yield page
+    context.close()
+    assert errors == [], errors
+
+
 # ---------------------------------------------------------------- no silent skips where everything is set up
 
 # `./dev test` (and so CI) builds the demo models and starts every service first, so a test

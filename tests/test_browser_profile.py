@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from experiments.models import ProfiledInterval, RunSummary
-from tests.factories import PASSWORD, seed_finished_experiment
+from tests.factories import seed_finished_experiment
 
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
 
@@ -40,24 +40,8 @@ def _seed(user):
     return experiment
 
 
-@pytest.fixture
-def page(browser, live_server, user):
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    page.set_default_timeout(10_000)
-    errors = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(f"{live_server.url}/login/")
-    page.fill("#id_username", user.username)
-    page.fill("#id_password", PASSWORD)
-    page.click(".login [type=submit]")
-    page.wait_for_url(f"{live_server.url}/")
-    yield page
-    context.close()
-    assert errors == [], errors
-
-
-def test_profile_and_capacity_charts_are_drawn_and_the_capacity_table_fits(page, live_server, user):
+def test_profile_and_capacity_charts_are_drawn_and_the_capacity_table_fits(logged_in_page, live_server, user):
+    page = logged_in_page
     experiment = _seed(user)
     page.goto(f"{live_server.url}/experiments/{experiment.pk}/")
     page.wait_for_function("() => Chart.getChart(document.getElementById('chart-capacity'))")
