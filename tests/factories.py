@@ -274,6 +274,11 @@ SEEDED_ARMS = (
     ("n-gram k=4", Arm.Method.NGRAM, 4, {"prompt_lookup_min": 2, "prompt_lookup_max": 4}, {1: 12.0, 4: 21.0}, 0.6),
     ("draft k=3", Arm.Method.DRAFT_MODEL, 3, {"model": "/models/draft"}, {1: 15.0, 4: 29.0}, 0.5),
 )
+# The draft model served alone (a calibration arm): a quarter of the baseline's step, and more at 4.
+SEEDED_CALIBRATION = (
+    "calibration: draft model alone (draft)", Arm.Method.BASELINE, None, {"model": "/models/draft"},
+    {1: 5.0, 4: 8.0}, 0.0,
+)  # fmt: skip
 
 
 def seeded_output(arm: Arm, prompt_index: int, output_tokens: int) -> list[int]:
@@ -326,11 +331,31 @@ def seed_finished_experiment(
     return experiment
 
 
+def seed_calibration(experiment: Experiment, *, requests=20, output_tokens=32, seed=1) -> Experiment:
+    """Add SEEDED_CALIBRATION to a seed_finished_experiment, with its runs in every block and
+    level, and analyse the experiment again: its draft arm then has a measured draft cost."""
+    rng = random.Random(seed)
+    label, method, _, params, tpots, _ = SEEDED_CALIBRATION
+    arm = ArmFactory(
+        experiment=experiment, position=len(SEEDED_ARMS), label=label, method=method, num_speculative_tokens=None,
+        params=params, is_calibration=True,
+    )  # fmt: skip
+    for repetition in range(1, experiment.repetitions + 1):
+        for level in tpots:
+            run = RunFactory(arm=arm, concurrency=level, repetition=repetition, status=Run.Status.SUCCEEDED)
+            seed_run_results(run, rng, requests=requests, output_tokens=output_tokens)
+    experiment.draft_calibration = True
+    experiment.save(update_fields=["draft_calibration"])
+    experiment_analyse(experiment=experiment)
+    return experiment
+
+
 def seed_run_results(run: Run, rng: random.Random, *, requests: int, output_tokens: int, **environment) -> None:
     """What a worker records for one run of a SEEDED_ARMS method, stored by the worker's own
     ingestion: its requests, their summary and an environment snapshot (`environment`
     overrides its fields)."""
-    _, _, k, _, tpots, accept = next(arm for arm in SEEDED_ARMS if arm[1] == run.arm.method)
+    seeded = [SEEDED_CALIBRATION] if run.arm.is_calibration else SEEDED_ARMS
+    _, _, k, _, tpots, accept = next(arm for arm in seeded if arm[1] == run.arm.method)
     results = [_seed_request(rng, run, i, tpots[run.concurrency], k, accept, output_tokens) for i in range(requests)]
     now = timezone.now()
     load = LoadResult(results, sum(r.e2e_ms for r in results) / 1000 / run.concurrency, now, now)

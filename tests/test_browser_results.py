@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from experiments.models import RequestRecord, RunSummary, SpeedupEstimate
-from tests.factories import PASSWORD, seed_finished_experiment
+from tests.factories import PASSWORD, seed_calibration, seed_finished_experiment
 
 # Playwright's sync API runs an event loop in this thread; the ORM calls here are plain.
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
@@ -21,7 +21,7 @@ ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 CANVASES = [
     "chart-ttft", "chart-tpot", "chart-e2e", "chart-output-throughput", "chart-request-throughput", "chart-goodput",
     "chart-speedup", "chart-acceptance-unconditional", "chart-acceptance-conditional", "chart-along-output",
-    "chart-tpot-cdf", "chart-tau-cdf", "chart-itl", "chart-tokens-per-chunk", "chart-predicted",
+    "chart-tpot-cdf", "chart-tau-cdf", "chart-itl", "chart-tokens-per-chunk", "chart-capacity", "chart-predicted",
 ]  # fmt: skip
 
 # For each canvas: its chart's number of datasets and of data points in the first one.
@@ -70,7 +70,8 @@ def _drawn(page, canvas_id) -> dict[str, list[list]]:
 def _stored_means(experiment, column) -> dict[str, list[float]]:
     """{arm label: the mean of a summary column over the blocks, at each level in order}."""
     values = defaultdict(lambda: defaultdict(list))
-    for s in RunSummary.objects.filter(run__experiment=experiment).select_related("run__arm"):
+    summaries = RunSummary.objects.filter(run__experiment=experiment, run__arm__is_calibration=False)
+    for s in summaries.select_related("run__arm"):
         values[s.run.arm.label][s.run.concurrency].append(getattr(s, column))
     return {label: [statistics.fmean(v) for _, v in sorted(by_level.items())] for label, by_level in values.items()}
 
@@ -88,6 +89,7 @@ def _check_cdf(drawn, stored: dict[str, list[float]]) -> None:
 def _stored_per_request(experiment, level, column) -> dict[str, list[float]]:
     """{arm label: a request column's values at the level}, for the arms that have any."""
     rows = RequestRecord.objects.filter(run__experiment=experiment, run__concurrency=level)
+    rows = rows.exclude(run__arm__is_calibration=True)  # the page does not show the calibration arm
     values = defaultdict(list)
     for label, value in rows.exclude(**{column: None}).values_list("run__arm__label", column):
         values[label].append(value)
@@ -95,7 +97,7 @@ def _stored_per_request(experiment, level, column) -> dict[str, list[float]]:
 
 
 def test_every_chart_is_drawn_with_data_and_the_verdicts_are_shown(page, live_server):
-    experiment = seed_finished_experiment(slo_tpot_ms=20.0, temperature=0.7)
+    experiment = seed_calibration(seed_finished_experiment(slo_tpot_ms=20.0, temperature=0.7))
     page.goto(f"{live_server.url}/experiments/{experiment.pk}/")
     page.wait_for_function("() => window.Chart && Chart.getChart(document.getElementById('chart-predicted'))")
 
@@ -107,7 +109,8 @@ def test_every_chart_is_drawn_with_data_and_the_verdicts_are_shown(page, live_se
     assert sizes["chart-speedup"] == [2, 2]
     assert sizes["chart-acceptance-unconditional"] == [2, 4]
     assert sizes["chart-tpot-cdf"] == [3, 51]
-    assert sizes["chart-predicted"] == [4, 2]
+    # The draft arm's measurement and prediction; the n-gram arm has no draft cost, so no prediction.
+    assert sizes["chart-predicted"] == [2, 2]
 
     verdicts = page.inner_text("#verdicts")
     assert "n-gram k=4 is faster than the baseline" in verdicts
@@ -122,7 +125,7 @@ def test_every_chart_is_drawn_with_data_and_the_verdicts_are_shown(page, live_se
 
 
 def test_controls_redraw_and_tables_sort_and_copy(page, live_server):
-    experiment = seed_finished_experiment()
+    experiment = seed_calibration(seed_finished_experiment())
     page.goto(f"{live_server.url}/experiments/{experiment.pk}/")
     page.wait_for_function("() => window.Chart && Chart.getChart(document.getElementById('chart-predicted'))")
 

@@ -5,7 +5,6 @@ its query budget, and the downloads."""
 import csv
 import io
 import json
-import random
 import statistics
 from html.parser import HTMLParser
 
@@ -15,7 +14,6 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from experiments import results, selectors
-from experiments.analysis import experiment_analyse
 from experiments.models import Arm, Experiment, ExperimentAnalysis, RequestRecord, Run, RunSummary, SpeedupEstimate
 from tests.factories import (
     SEEDED_BLOCKS,
@@ -25,8 +23,8 @@ from tests.factories import (
     RequestRecordFactory,
     RunFactory,
     RunSummaryFactory,
+    seed_calibration,
     seed_finished_experiment,
-    seed_run_results,
     seeded_output,
 )
 
@@ -271,17 +269,9 @@ def test_speedup_and_acceptance_tables_hold_the_stored_values(logged_in_client, 
 
 
 def test_the_page_shows_the_measured_draft_cost_and_the_prediction(logged_in_client):
-    experiment = seed_finished_experiment(draft_calibration=True)
-    calibration = ArmFactory(
-        experiment=experiment, position=3, label="calibration: draft model alone (draft)", method=Arm.Method.BASELINE,
-        num_speculative_tokens=None, params={"model": "/models/draft"}, is_calibration=True,
-    )  # fmt: skip
-    rng = random.Random(1)
-    for repetition in range(1, SEEDED_BLOCKS + 1):
-        for level in (1, 4):
-            run = RunFactory(arm=calibration, concurrency=level, repetition=repetition, status=Run.Status.SUCCEEDED)
-            seed_run_results(run, rng, requests=20, output_tokens=32)
-    analysis = experiment_analyse(experiment=experiment)
+    experiment = seed_calibration(seed_finished_experiment())
+    calibration = experiment.arms.get(is_calibration=True)
+    analysis = ExperimentAnalysis.objects.get(experiment=experiment)
     html = _page(logged_in_client, experiment)
     tables = _tables(html)
 
