@@ -85,6 +85,7 @@ def protocol_of(experiment: Experiment, snapshots: list[dict]) -> Protocol:
         warmup_requests=e.warmup_requests, max_tokens=e.max_tokens, ignore_eos=e.ignore_eos, temperature=e.temperature,
         top_p=e.top_p, seed=e.seed, request_rate=e.request_rate, concurrency_levels=tuple(sorted(e.concurrency_levels)),
         repetitions=e.repetitions, server_per_block=e.server_per_block, aa_replicate=e.aa_replicate,
+        draft_calibration=e.draft_calibration,
         equivalence_margin=e.equivalence_margin, slos=tuple(e.slo_labels),
     )  # fmt: skip
 

@@ -43,6 +43,7 @@ class Protocol:
     repetitions: int
     server_per_block: bool
     aa_replicate: bool
+    draft_calibration: bool
     equivalence_margin: float
     slos: tuple[str, ...]
 
@@ -184,6 +185,11 @@ RULES: dict[str, tuple[str, Callable[[Protocol], str], str]] = {
         "A/A replicate",
         lambda p: _flag(p.aa_replicate, "yes", "no"),
         "Only an experiment with the replicate measured its own noise floor.",
+    ),
+    "draft_calibration": (
+        "Draft model's cost measured",
+        lambda p: _flag(p.draft_calibration, "yes", "no"),
+        "Only an experiment that served its draft model alone predicts the speedup from a measured cost.",
     ),
     "equivalence_margin": (
         "Equivalence margin",

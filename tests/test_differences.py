@@ -33,6 +33,7 @@ BASE = Protocol(
     repetitions=3,
     server_per_block=True,
     aa_replicate=True,
+    draft_calibration=False,
     equivalence_margin=0.02,
     slos=("TPOT ≤ 50 ms",),
 )
@@ -64,6 +65,7 @@ CHANGES = [
     ("repetitions", {"repetitions": 5}),
     ("server_per_block", {"server_per_block": False}),
     ("aa_replicate", {"aa_replicate": False}),
+    ("draft_calibration", {"draft_calibration": True}),
     ("equivalence_margin", {"equivalence_margin": 0.05}),
     ("slos", {"slos": ()}),
 ]
