@@ -81,6 +81,8 @@ class ArmSweep:
     tau: float | None
     lengths: list[float]
     levels: list[LevelSweep]
+    runs: int
+    servers: int
     failed_runs: int
     first_error: str
 
@@ -182,8 +184,10 @@ def _synthetic(experiment: Experiment, arm: Arm) -> dict[tuple[float, int, int],
 
 def arm_sweep(experiment: Experiment, arm: Arm, baseline: dict[tuple[int, int], float]) -> ArmSweep:
     points = sweep_points(baseline, _synthetic(experiment, arm))
-    failed = Run.objects.synthetic().filter(arm=arm, status=Run.Status.FAILED).order_by("id")
+    runs = Run.objects.synthetic().filter(arm=arm)
+    failed = runs.filter(status=Run.Status.FAILED).order_by("id")
     first = failed.first()
+    blocks = experiment.repetitions if experiment.server_per_block else 1
     return ArmSweep(
         arm_id=arm.id,
         label=arm.label,
@@ -194,6 +198,8 @@ def arm_sweep(experiment: Experiment, arm: Arm, baseline: dict[tuple[int, int], 
             LevelSweep(level, points.get(level, []), break_even(points.get(level, [])))
             for level in sorted(experiment.concurrency_levels)
         ],
+        runs=runs.count(),
+        servers=len(arm.synthetic_sweep) * blocks,
         failed_runs=failed.count(),
         first_error=first.error.split("\n\n")[0] if first else "",
     )

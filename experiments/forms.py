@@ -379,11 +379,13 @@ class ExperimentForm(TeamForm):
     slo_tpot_ms = forms.FloatField(required=False, label="TPOT SLO (ms)")
     slo_e2e_ms = forms.FloatField(required=False, label="E2E SLO (ms)")
 
-    def __init__(self, *args, user, speculative_arms: int = MAX_ARMS, **kwargs):
+    def __init__(self, *args, user, speculative_arms: int = MAX_ARMS, sweep_lengths: int = 0, **kwargs):
         """`user`: who submits it, whose teams and prompt sets it may use. `speculative_arms`:
-        how many the arm formset posts (the most there can be when unknown)."""
+        how many the arm formset posts (the most there can be when unknown); `sweep_lengths`:
+        how many synthetic acceptance lengths its arms list, each a server of its own per block."""
         super().__init__(*args, user=user, **kwargs)
         self.speculative_arms = speculative_arms
+        self.sweep_lengths = sweep_lengths
         prompt_sets = UploadedPromptSet.objects.visible_to(user).defer("items").select_related("team")
         self.fields["uploaded_prompt_set"].queryset = prompt_sets
         if prompt_sets.values("team").distinct().count() > 1:
@@ -468,12 +470,13 @@ class ExperimentForm(TeamForm):
         # A calibration arm per draft-model arm at most: the formset's methods are not known here.
         calibrations = self.speculative_arms if cleaned.get("draft_calibration") else 0
         arms = self.speculative_arms + 1 + bool(cleaned.get("aa_replicate")) + calibrations
-        limit_s = experiment_limit_s(cleaned, arms=arms)
+        limit_s = experiment_limit_s(cleaned, arms=arms + self.sweep_lengths)
         allowed_s = settings.CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"]
+        sweep = f" and {self.sweep_lengths} synthetic sweep servers" if self.sweep_lengths else ""
         if limit_s > allowed_s:
             self.add_error(
                 None,
-                f"With {arms} arms, this experiment could take up to {limit_s / 3600:.1f} h, longer than the "
+                f"With {arms} arms{sweep}, this experiment could take up to {limit_s / 3600:.1f} h, longer than the "
                 f"{allowed_s / 3600:.1f} h a worker may hold one here (SPECDASH_VISIBILITY_TIMEOUT_S). Use fewer "
                 "prompts, levels, repetitions or a shorter output, or ask the administrator to raise it.",
             )
@@ -728,6 +731,12 @@ class BaseArmFormSet(forms.BaseFormSet):
 
     def arm_specs(self) -> list[ArmSpec]:
         return [form.arm_spec() for form in self.live_forms()]
+
+    def posted_sweep_lengths(self) -> int:
+        """The synthetic acceptance lengths the posted arms list, before they are validated:
+        what the experiment form's time limit counts as servers beside the arms."""
+        texts = (form.data.get(form.add_prefix("synthetic_sweep"), "") for form in self.forms)
+        return sum(1 for text in texts for item in re.split(r"[,;]", str(text)) if item.strip())
 
 
 ArmFormSet = forms.formset_factory(

@@ -107,7 +107,10 @@ def _queued(request, experiment: Experiment):
 def experiment_create(request):
     arms = ArmFormSet(request.POST or None, prefix=ARM_FORMSET_PREFIX)
     form = ExperimentForm(
-        request.POST or None, user=request.user, speculative_arms=arms.total_form_count() if arms.is_bound else 1
+        request.POST or None,
+        user=request.user,
+        speculative_arms=arms.total_form_count() if arms.is_bound else 1,
+        sweep_lengths=arms.posted_sweep_lengths() if arms.is_bound else 0,
     )
     origin_form = OriginForm(request.POST or None, user=request.user)
     # Validate all, so that every error shows at once.

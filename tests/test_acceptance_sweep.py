@@ -12,9 +12,16 @@ from django.urls import reverse
 from experiments import acceptance_sweep, analysis, history, services
 from experiments.acceptance_sweep import AT_OR_BELOW, BETWEEN, BEYOND, NO_POINTS, BreakEven, SweepPoint, break_even
 from experiments.api.submission import spec_from_experiment, submission_from_spec
-from experiments.forms import ArmForm, parse_synthetic_sweep
+from experiments.forms import ARM_FORMSET_PREFIX, ArmForm, ArmFormSet, ExperimentForm, parse_synthetic_sweep
 from experiments.models import Arm, ExperimentAnalysis, RequestRecord, Run, RunSummary, SpeedupEstimate
-from tests.factories import NGRAM_ARM_FORM, RunFactory, experiment_fields, seed_finished_experiment, seed_run_results
+from tests.factories import (
+    NGRAM_ARM_FORM,
+    RunFactory,
+    experiment_fields,
+    form_data,
+    seed_finished_experiment,
+    seed_run_results,
+)
 from workers import runner
 
 
@@ -74,7 +81,7 @@ def test_the_sentence_gives_the_real_tau_and_each_levels_need():
         acceptance_sweep.LevelSweep(16, [], BreakEven(BETWEEN, 3.1)),
         acceptance_sweep.LevelSweep(64, [], BreakEven(BEYOND)),
     ]
-    sweep = acceptance_sweep.ArmSweep(1, "n-gram k=3", 3, 2.4, [1.5, 2.5, 3.5], levels, 0, "")
+    sweep = acceptance_sweep.ArmSweep(1, "n-gram k=3", 3, 2.4, [1.5, 2.5, 3.5], levels, 9, 3, 0, "")
 
     assert sweep.sentence == (
         "n-gram k=3: your draft gives τ 2.40; at 1 concurrent request it pays off already at 1.5, the lowest "
@@ -111,6 +118,22 @@ def test_the_arm_form_checks_the_sweep_against_its_k():
     assert form.is_valid(), form.errors
     assert form.arm_spec().synthetic_sweep == (1.5, 3.0)
     assert ArmForm(data=NGRAM_ARM_FORM).is_valid()
+
+
+@pytest.mark.django_db
+def test_the_sweeps_servers_count_toward_the_experiments_time_limit(settings, user):
+    """At form_data's two levels and two blocks, with 20 prompts of 100 tokens, the baseline
+    and one arm fit in the 2 h a worker may hold the experiment; three sweep servers more do not."""
+    settings.CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 2 * 3600}
+    arm = NGRAM_ARM_FORM | {"synthetic_sweep": "1.5, 2.5, 3.5"}
+    data = form_data(arms=(arm,), num_prompts="20", max_tokens="100")
+    arms = ArmFormSet(data, prefix=ARM_FORMSET_PREFIX)
+
+    assert arms.posted_sweep_lengths() == 3
+    assert ExperimentForm(data, user=user, speculative_arms=1).is_valid()
+    form = ExperimentForm(data, user=user, speculative_arms=1, sweep_lengths=arms.posted_sweep_lengths())
+    assert not form.is_valid()
+    assert "With 2 arms and 3 synthetic sweep servers" in str(form.non_field_errors())
 
 
 @pytest.mark.django_db
@@ -246,6 +269,7 @@ def test_the_sweep_reads_its_runs_against_the_baseline_of_the_same_level_and_blo
 
     assert sweep.arm_id == arm.id
     assert sweep.lengths == [1.5, 3.0]
+    assert (sweep.runs, sweep.servers) == (2 * 2 * 2, 2 * 2)
     drafts = sum(s.spec_num_drafts for s in RunSummary.objects.succeeded_of(experiment).filter(run__arm=arm))
     accepted = sum(s.spec_num_accepted_tokens for s in RunSummary.objects.succeeded_of(experiment).filter(run__arm=arm))
     assert sweep.tau == pytest.approx(1 + accepted / drafts)
@@ -266,6 +290,7 @@ def test_the_sweep_reads_its_runs_against_the_baseline_of_the_same_level_and_blo
     assert f'id="sweep-chart-{arm.id}"' in html
     assert 'id="sweep-data"' in html
     assert "Break-even length" in html
+    assert "8 synthetic runs on 4 server starts besides the arm" in html
 
 
 @pytest.mark.django_db

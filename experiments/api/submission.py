@@ -121,7 +121,9 @@ def submission_from_spec(spec, *, user) -> Submission:
     if shape_errors:
         raise SpecInvalid(shape_errors, _shape_messages(shape_errors))
     arms = ArmFormSet(data, prefix=ARM_FORMSET_PREFIX)
-    form = ExperimentForm(data, user=user, speculative_arms=arms.total_form_count())
+    form = ExperimentForm(
+        data, user=user, speculative_arms=arms.total_form_count(), sweep_lengths=arms.posted_sweep_lengths()
+    )
     if not all([form.is_valid(), arms.is_valid()]):
         errors = _form_errors(form)
         if any(arms.errors) or arms.non_form_errors():

@@ -1,0 +1,44 @@
+"""The synthetic acceptance sweep's chart in real Chromium: one line per level through the
+stored points, the break-even line at 1 and the arm's real τ marked."""
+
+import os
+
+import pytest
+
+from experiments import acceptance_sweep
+from tests.factories import seed_finished_experiment
+from tests.test_acceptance_sweep import _sweep_on
+from tests.test_browser_results import ARTIFACTS, page  # noqa: F401 (the logged-in page fixture)
+
+os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+DRAWN = """(id) => {
+  const chart = Chart.getChart(document.getElementById(id));
+  const marks = chart.options.plugins.annotation.annotations;
+  return {
+    lines: chart.data.datasets.map((d) => [d.label, d.data.map((p) => [p.x, p.y])]),
+    breakEven: [marks.breakEven.yMin, marks.breakEven.yMax],
+    tau: marks.tau ? marks.tau.xMin : null,
+  };
+}"""
+
+
+def test_the_sweep_chart_draws_each_level_the_break_even_line_and_the_real_tau(page, live_server, user):  # noqa: F811
+    experiment = seed_finished_experiment(requests=4, repetitions=2, owner=user)
+    arm = _sweep_on(experiment, lengths=(1.5, 2.5, 3.5))
+    (sweep,) = acceptance_sweep.acceptance_sweeps(experiment=experiment)
+
+    page.goto(f"{live_server.url}/experiments/{experiment.pk}/")
+    canvas = f"sweep-chart-{arm.id}"
+    page.wait_for_function(f"() => Chart.getChart(document.getElementById('{canvas}'))")
+    drawn = page.evaluate(DRAWN, canvas)
+
+    assert drawn["lines"] == [
+        [f"{row.level} concurrent", [[p.length, pytest.approx(p.speedup)] for p in row.points]] for row in sweep.levels
+    ]
+    assert drawn["breakEven"] == [1, 1]
+    assert drawn["tau"] == pytest.approx(sweep.tau)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.locator("#acceptance-sweep").screenshot(path=ARTIFACTS / "acceptance-sweep.png")
