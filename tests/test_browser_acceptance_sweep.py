@@ -42,3 +42,18 @@ def test_the_sweep_chart_draws_each_level_the_break_even_line_and_the_real_tau(p
     assert drawn["tau"] == pytest.approx(sweep.tau)
     ARTIFACTS.mkdir(exist_ok=True)
     page.locator("#acceptance-sweep").screenshot(path=ARTIFACTS / "acceptance-sweep.png")
+
+
+def test_the_form_says_how_many_runs_and_servers_a_sweep_adds(page, live_server):  # noqa: F811
+    page.goto(f"{live_server.url}/experiments/new/")
+    note = page.locator("[name='arms-0-synthetic_sweep'] >> xpath=ancestor::fieldset//*[@data-sweep-cost]")
+    assert note.is_hidden()
+
+    page.fill("#id_concurrency_levels", "1, 4")
+    page.fill("#id_repetitions", "2")
+    page.fill("[name='arms-0-synthetic_sweep']", "1.5, 2.5")
+    # Two lengths at two levels in two blocks, a server per length and block.
+    assert note.inner_text() == "This sweep adds 8 synthetic runs on 4 more vLLM server starts."
+
+    page.uncheck("#id_server_per_block")
+    assert note.inner_text() == "This sweep adds 8 synthetic runs on 2 more vLLM server starts."
