@@ -201,6 +201,22 @@ def test_a_suffix_arm_gets_a_fresh_server_for_every_run(served, celery_dispatch,
     assert experiment.status == Experiment.Status.FINISHED
 
 
+def test_a_calibration_arm_serves_the_draft_model_alone(served, celery_dispatch):
+    draft = ArmSpec(method=Arm.Method.DRAFT_MODEL, num_speculative_tokens=3, params={"model": "/models/draft"})
+    experiment = _run_all(
+        _experiment(celery_dispatch, arms=(draft,), aa_replicate=False, repetitions=1, draft_calibration=True)
+    )
+
+    assert experiment.status == Experiment.Status.FINISHED
+    by_arm = {served.runs_of(server)[0].arm.label: server.args for server in served.servers}
+    calibration = by_arm["calibration: draft model alone (draft)"]
+    assert calibration[calibration.index("--model") + 1] == "/models/draft"
+    assert "--speculative-config" not in calibration
+    speculative = by_arm["Draft model k=3"]
+    assert speculative[speculative.index("--model") + 1] == experiment.target_model
+    assert "--speculative-config" in speculative
+
+
 def test_a_server_that_does_not_start_fails_its_session_only(served, celery_dispatch):
     experiment = _experiment(celery_dispatch, aa_replicate=False)
     ngram = experiment.arms.get(method=Arm.Method.NGRAM)

@@ -106,6 +106,45 @@ def test_a_failing_analysis_still_closes_the_finished_experiment(monkeypatch):
     assert experiment.status == Experiment.Status.FINISHED
 
 
+def test_create_adds_a_calibration_arm_per_draft_model(user, celery_dispatch):
+    draft = {"model": "/models/draft"}
+    experiment = services.experiment_create(
+        owner=user,
+        arms=[
+            ArmSpec(method=Arm.Method.DRAFT_MODEL, num_speculative_tokens=2, params=draft),
+            ArmSpec(method=Arm.Method.DRAFT_MODEL, num_speculative_tokens=4, params=draft),
+            ArmSpec(
+                method=Arm.Method.DRAFT_MODEL,
+                num_speculative_tokens=4,
+                params={"model": "/models/other/"},
+                label="other",
+            ),
+            ArmSpec(method=Arm.Method.NGRAM, num_speculative_tokens=2),
+        ],
+        **experiment_fields(repetitions=2, concurrency_levels=[1, 4], draft_calibration=True),
+    )
+
+    # Arms that share a draft share its calibration; the n-gram arm has no draft model to serve.
+    calibrations = list(experiment.arms.filter(is_calibration=True).order_by("position"))
+    assert [(a.label, a.method, a.params, a.num_speculative_tokens) for a in calibrations] == [
+        ("calibration: draft model alone (draft)", "baseline", draft, None),
+        ("calibration: draft model alone (other)", "baseline", {"model": "/models/other/"}, None),
+    ]
+    assert not any(a.is_baseline or a.is_speculative for a in calibrations)
+    # Each is an arm of the randomised blocks: a run per block and level.
+    assert experiment.runs.filter(arm__is_calibration=True).count() == 2 * 2 * 2
+    assert experiment.runs.count() == 7 * 2 * 2
+
+
+def test_no_calibration_arm_without_the_setting(user, celery_dispatch):
+    experiment = services.experiment_create(
+        owner=user,
+        arms=[ArmSpec(method=Arm.Method.DRAFT_MODEL, num_speculative_tokens=2, params={"model": "/models/draft"})],
+        **experiment_fields(),
+    )
+    assert not experiment.arms.filter(is_calibration=True).exists()
+
+
 def test_create_adds_the_replicate_and_stores_the_block_schedule(user, celery_dispatch):
     from experiments.schedule import block_orders
 
