@@ -291,6 +291,9 @@ def test_the_sweep_reads_its_runs_against_the_baseline_of_the_same_level_and_blo
     assert 'id="sweep-data"' in html
     assert "Break-even length" in html
     assert "8 synthetic runs on 4 server starts besides the arm" in html
+    # The runs table names the synthetic runs for what they are.
+    assert html.count("(synthetic acceptance τ = 1.5, not a measurement of the arm)") == 2 * 2
+    assert html.count("(synthetic acceptance τ = 3.0, not a measurement of the arm)") == 2 * 2
 
 
 @pytest.mark.django_db

@@ -230,6 +230,17 @@ def test_progress_counts_runs_in_schedule_order(api, celery_dispatch):
     )
 
 
+def test_a_sweeps_runs_are_labelled_in_the_progress_and_its_lengths_on_the_arm(api, celery_dispatch):
+    body = _post(api, _spec(arms=[NGRAM | {"synthetic_sweep": [2.5, 1.5]}], repetitions=1)).json()
+
+    progress = api.get(reverse("api:experiment-progress", args=[body["id"]])).json()
+
+    assert body["arms"][1]["synthetic_sweep"] == [1.5, 2.5]
+    assert body["arms"][0]["synthetic_sweep"] == []
+    lengths = sorted((r["synthetic_acceptance_length"] or 0, r["concurrency"]) for r in progress["runs"])
+    assert lengths == [(0, 1), (0, 1), (0, 4), (0, 4), (1.5, 1), (1.5, 4), (2.5, 1), (2.5, 4)]
+
+
 def test_the_owner_cancels_and_a_second_cancel_is_a_conflict(api, celery_dispatch):
     experiment_id = _post(api, _spec()).json()["id"]
     url = reverse("api:experiment-cancel", args=[experiment_id])

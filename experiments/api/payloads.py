@@ -19,7 +19,8 @@ API_LINKS = ("detail", "progress", "results", "summaries", "requests", "cancel")
 
 
 RUN_FIELDS = (
-    "id", "arm_id", "concurrency", "repetition", "block_position", "status", "requests_done", "requests_total", "error",
+    "id", "arm_id", "concurrency", "repetition", "block_position", "synthetic_acceptance_length", "status",
+    "requests_done", "requests_total", "error",
 )  # fmt: skip
 PROGRESS_COUNTS = ("total", "queued", "running", "succeeded", "failed", "cancelled", "done")
 
@@ -41,7 +42,7 @@ def arm_payload(arm) -> dict:
         "id": arm.id, "position": arm.position, "label": arm.label, "method": arm.method,
         "num_speculative_tokens": arm.num_speculative_tokens, "params": arm.params,
         "is_baseline": arm.is_baseline, "is_replicate": arm.is_replicate, "is_calibration": arm.is_calibration,
-        "speculative_config": arm.speculative_config(),
+        "speculative_config": arm.speculative_config(), "synthetic_sweep": arm.synthetic_sweep,
     }  # fmt: skip
 
 

@@ -14,6 +14,8 @@ from experiments.exports import REQUEST_EXPORT_FIELDS, SUMMARY_EXPORT_FIELDS
 from experiments.forms import ArmForm, ExperimentForm
 from experiments.models import Experiment, RequestRecord, Run, RunSummary
 
+SYNTHETIC_RUN_HELP = "Set on the runs of a synthetic acceptance sweep, which do not measure the arm."
+
 
 def _number_bounds(field: forms.Field) -> dict:
     bounds = {"min_value": getattr(field, "min_value", None), "max_value": getattr(field, "max_value", None)}
@@ -80,6 +82,9 @@ class ArmSerializer(serializers.Serializer):
         help_text="Serves a draft model (params.model) alone to measure its cost; never compared with the baseline."
     )
     speculative_config = serializers.DictField(allow_null=True, help_text="vLLM's --speculative-config.")
+    synthetic_sweep = serializers.ListField(
+        child=serializers.FloatField(), help_text="Synthetic mean acceptance lengths the arm also ran at; [] for none."
+    )
 
 
 class ExperimentSerializer(serializers.Serializer):
@@ -110,6 +115,7 @@ class RunProgressSerializer(serializers.Serializer):
     concurrency = serializers.IntegerField()
     repetition = serializers.IntegerField(help_text="The block, 1-based.")
     block_position = serializers.IntegerField()
+    synthetic_acceptance_length = serializers.FloatField(allow_null=True, help_text=SYNTHETIC_RUN_HELP)
     status = serializers.ChoiceField(choices=Run.Status.choices)
     requests_done = serializers.IntegerField()
     requests_total = serializers.IntegerField()
@@ -234,9 +240,7 @@ def _row_serializer(name: str, model, columns: tuple[str, ...], extra: dict) -> 
     run = {
         "run_id": serializers.IntegerField(), "arm": serializers.CharField(), "method": serializers.CharField(),
         "concurrency": serializers.IntegerField(), "repetition": serializers.IntegerField(),
-        "synthetic_acceptance_length": serializers.FloatField(
-            allow_null=True, help_text="Set on the runs of a synthetic acceptance sweep, which do not measure the arm."
-        ),
+        "synthetic_acceptance_length": serializers.FloatField(allow_null=True, help_text=SYNTHETIC_RUN_HELP),
     }  # fmt: skip
     return type(name, (serializers.Serializer,), run | fields | extra)
 
