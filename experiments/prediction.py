@@ -18,13 +18,14 @@ from dataclasses import dataclass
 from experiments import stats, steps
 
 DRAFT_MODEL = "draft_model"
+PROFILED = " (a profiled interval shows the share of its step spent proposing)"
 # Why c is not measured, by method; a draft-model arm's reason depends on its calibration.
 UNMEASURED = {
     "ngram": "not measured: n-gram lookup proposes from the prompt, with no model to serve alone",
     "suffix": "not measured: suffix decoding proposes from a cache, with no model to serve alone",
-    "eagle": "not measured: an EAGLE head runs inside the target's server and cannot be served alone",
-    "eagle3": "not measured: an EAGLE-3 head runs inside the target's server and cannot be served alone",
-    "mtp": "not measured: MTP layers run inside the target's server and cannot be served alone",
+    "eagle": f"not measured: an EAGLE head runs inside the target's server and cannot be served alone{PROFILED}",
+    "eagle3": f"not measured: an EAGLE-3 head runs inside the target's server and cannot be served alone{PROFILED}",
+    "mtp": f"not measured: MTP layers run inside the target's server and cannot be served alone{PROFILED}",
 }
 NO_CALIBRATION = "not measured: no calibration arm (the experiment's “Measure the draft model's cost” was off)"
 NO_CALIBRATION_AT_LEVEL = "not measured at this level: the calibration arm recorded no decode steps here"
