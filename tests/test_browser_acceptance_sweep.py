@@ -8,7 +8,7 @@ import pytest
 from experiments import acceptance_sweep
 from tests.factories import seed_finished_experiment
 from tests.test_acceptance_sweep import _sweep_on
-from tests.test_browser_results import ARTIFACTS, page  # noqa: F401 (the logged-in page fixture)
+from tests.test_browser_results import ARTIFACTS
 
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
 
@@ -25,7 +25,8 @@ DRAWN = """(id) => {
 }"""
 
 
-def test_the_sweep_chart_draws_each_level_the_break_even_line_and_the_real_tau(page, live_server, user):  # noqa: F811
+def test_the_sweep_chart_draws_each_level_the_break_even_line_and_the_real_tau(logged_in_page, live_server, user):
+    page = logged_in_page
     experiment = seed_finished_experiment(requests=4, repetitions=2, owner=user)
     arm = _sweep_on(experiment, lengths=(1.5, 2.5, 3.5))
     (sweep,) = acceptance_sweep.acceptance_sweeps(experiment=experiment)
@@ -44,7 +45,8 @@ def test_the_sweep_chart_draws_each_level_the_break_even_line_and_the_real_tau(p
     page.locator("#acceptance-sweep").screenshot(path=ARTIFACTS / "acceptance-sweep.png")
 
 
-def test_the_form_says_how_many_runs_and_servers_a_sweep_adds(page, live_server):  # noqa: F811
+def test_the_form_says_how_many_runs_and_servers_a_sweep_adds(logged_in_page, live_server):
+    page = logged_in_page
     page.goto(f"{live_server.url}/experiments/new/")
     note = page.locator("[name='arms-0-synthetic_sweep'] >> xpath=ancestor::fieldset//*[@data-sweep-cost]")
     assert note.is_hidden()
