@@ -257,7 +257,9 @@ def test_cpu_hosts_bind_the_engine_and_pin_the_client_while_measuring(served, ce
     for server in served.servers:
         # The cache's size as a flag, which takes fractions of a GiB; vLLM's whole-GiB variable,
         # which would override it, is kept out of the server's environment.
-        assert server.env == {"VLLM_CPU_KVCACHE_SPACE": None, "VLLM_CPU_OMP_THREADS_BIND": engine}
+        assert server.env == {
+            "VLLM_CPU_KVCACHE_SPACE": None, "VLLM_WORKER_MULTIPROC_METHOD": "fork", "VLLM_CPU_OMP_THREADS_BIND": engine
+        }  # fmt: skip
         assert server.args[server.args.index("--kv-cache-memory-bytes") + 1] == str(2**29)
         assert all(load["cores"] == {cores[0]} for load in server.loads)
     assert os.sched_getaffinity(0) == before
@@ -278,6 +280,16 @@ def test_gpu_hosts_set_no_cpu_binding(served, celery_dispatch, monkeypatch):
     assert all(server.env == {} for server in served.servers)
     assert all(load["cores"] == before for server in served.servers for load in server.loads)
     assert all(s.cpu_binding == {} for s in EnvironmentSnapshot.objects.filter(run__experiment=experiment))
+
+
+def test_cpu_servers_fork_their_processes_unless_told_not_to(served, celery_dispatch, settings):
+    _run_all(_experiment(celery_dispatch, repetitions=1, aa_replicate=False))
+    settings.SPECDASH_CPU_FORK_ENGINE = False
+    _run_all(_experiment(celery_dispatch, repetitions=1, aa_replicate=False))
+
+    methods = [server.env.get("VLLM_WORKER_MULTIPROC_METHOD") for server in served.servers]
+    assert methods == ["fork", "fork", None, None]
+    assert all(server.env["VLLM_CPU_KVCACHE_SPACE"] is None for server in served.servers)
 
 
 def test_an_experiment_whose_prompts_cannot_be_made_fails_its_runs(served, celery_dispatch):

@@ -201,12 +201,14 @@ def worker_binding() -> affinity.CpuBinding | None:
 
 
 def server_env(binding: affinity.CpuBinding | None) -> dict[str, str | None]:
-    """The vLLM server's extra environment on CPU hosts: the engine's cores. The KV cache's
-    size goes as --kv-cache-memory-bytes (arm_server_args), which takes fractions of a GiB;
-    vLLM's VLLM_CPU_KVCACHE_SPACE (whole GiB) would override it, so it is left out."""
+    """The vLLM server's extra environment on CPU hosts: the engine's cores, and fork as the
+    way it starts its processes (SPECDASH_CPU_FORK_ENGINE). The KV cache's size goes as
+    --kv-cache-memory-bytes (arm_server_args), which takes fractions of a GiB; vLLM's
+    VLLM_CPU_KVCACHE_SPACE (whole GiB) would override it, so it is left out."""
     if cuda_visible():
         return {}
-    return {"VLLM_CPU_KVCACHE_SPACE": None} | (binding.env if binding else {})
+    start_method = {"VLLM_WORKER_MULTIPROC_METHOD": "fork"} if settings.SPECDASH_CPU_FORK_ENGINE else {}
+    return {"VLLM_CPU_KVCACHE_SPACE": None} | start_method | (binding.env if binding else {})
 
 
 def client_cores(binding: affinity.CpuBinding | None) -> contextlib.AbstractContextManager:
