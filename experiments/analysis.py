@@ -31,10 +31,10 @@ VERDICT_METRICS = (Metric.TPOT, Metric.E2E, Metric.OUTPUT_THROUGHPUT)
 ALONG_OUTPUT_BUCKET_TOKENS = 8
 CDF_POINTS = 51
 LOW_ACHIEVED_CONCURRENCY = 0.9
-# A request's fields in the order of steps.RequestSteps.
+# A request's fields in the order of steps.RequestSteps, then its chunks' tokens.
 STEP_COLUMNS = (
     "run__arm_id", "run__concurrency", "run__repetition", "output_tokens", "ttft_ms", "e2e_ms",
-    "spec_accepted_per_step",
+    "spec_accepted_per_step", "chunk_tokens",
 )  # fmt: skip
 
 
@@ -276,7 +276,10 @@ def _step_rows(experiment: Experiment, baseline: Arm, arms: list[Arm]) -> list[s
         .order_by("run_id", "prompt_index")
         .values_list(*STEP_COLUMNS)
     )
-    requests = (steps.RequestSteps(*row, speculative=row[0] in speculative) for row in rows.iterator(chunk_size=5000))
+    requests = (
+        steps.RequestSteps(*row[:-1], speculative=row[0] in speculative, first_chunk_tokens=(row[-1] or [1])[0])
+        for row in rows.iterator(chunk_size=5000)
+    )
     return steps.step_accounting(requests, baseline=baseline.id, arms=[arm.id for arm in arms])
 
 

@@ -28,6 +28,9 @@ class RequestSteps:
     `accepted_per_step` is vLLM's per-request `per_step_accepted` (None where it was not
     reported); `speculative` says whether the arm speculates, since without that list a
     speculative request's steps are unknown, while a plain one's are output tokens - 1.
+    `first_chunk_tokens`: the tokens of its first streamed chunk. A fast server (a small draft
+    model served alone) can get ahead of the client, which then reads several tokens in the
+    first chunk: their decode steps ran before the TTFT, not inside E2E - TTFT.
     """
 
     arm: int
@@ -38,6 +41,7 @@ class RequestSteps:
     e2e_ms: float | None
     accepted_per_step: Sequence[int] | None
     speculative: bool
+    first_chunk_tokens: int = 1
 
 
 @dataclass
@@ -65,15 +69,20 @@ class Totals:
 
 
 def decode_phase(request: RequestSteps) -> tuple[int, int, float] | None:
-    """(tokens after the first, decode steps, E2E - TTFT) of one request.
+    """(tokens timed, decode steps timed, E2E - TTFT) of one request: the tokens after the
+    first and their steps; for plain decoding, after the first chunk.
 
-    None when the request has no decode phase (one output token: prefill made it), lacks a
-    timing, or speculated without reporting its steps.
+    None when the request has no decode phase (one output token: prefill made it; or, plain,
+    every token in the first chunk), lacks a timing, or speculated without reporting its steps.
     """
     if request.output_tokens <= 1 or request.ttft_ms is None or request.e2e_ms is None:
         return None
     if request.speculative and request.accepted_per_step is None:
         return None
+    if request.accepted_per_step is None:
+        # Plain decoding, a token a step; the steps that ran before the first chunk arrived are not timed.
+        timed = request.output_tokens - max(1, request.first_chunk_tokens)
+        return (timed, timed, request.e2e_ms - request.ttft_ms) if timed > 0 else None
     steps = stats.decode_steps(request.output_tokens, request.accepted_per_step)
     return request.output_tokens - 1, steps, request.e2e_ms - request.ttft_ms
 

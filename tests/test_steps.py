@@ -242,3 +242,16 @@ def test_sentence_says_whether_the_interval_clears_break_even(arm_decode_ms, out
     row = {r.arm: r for r in steps.step_accounting(records, baseline=BASE, arms=[NGRAM])}[NGRAM]
     assert row.relative_cost.block_ratios == pytest.approx(tuple(ms / 7 / 10 for ms in arm_decode_ms))
     assert steps.sentence("n-gram", [row]).endswith(outcome)
+
+
+def test_a_plain_request_times_only_the_steps_after_its_first_chunk():
+    # 11 tokens, the first chunk carried 3 (the client fell behind a fast server): E2E - TTFT
+    # = 80 ms covers the 8 steps after it, 10 ms each, not 10 steps of 8 ms.
+    request = RequestSteps(2, 1, 1, 11, 100.0, 180.0, None, speculative=False, first_chunk_tokens=3)
+    assert steps.decode_phase(request) == (8, 8, 80.0)
+    # Every token in the first chunk: no decode phase to time.
+    whole = RequestSteps(2, 1, 1, 11, 100.0, 100.0, None, speculative=False, first_chunk_tokens=11)
+    assert steps.decode_phase(whole) is None
+    # The usual one-token first chunk: output tokens - 1 steps.
+    usual = RequestSteps(2, 1, 1, 11, 100.0, 200.0, None, speculative=False)
+    assert steps.decode_phase(usual) == (10, 10, 100.0)
