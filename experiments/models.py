@@ -392,8 +392,8 @@ class RunQuerySet(models.QuerySet):
         """The order the worker runs them in (experiments/schedule.py): block by block, each
         block's arms in their drawn order; with one server per arm, arm by arm."""
         if server_per_block:
-            return self.order_by("repetition", "block_position", "level_position")
-        return self.order_by("block_position", "repetition", "level_position")
+            return self.order_by("repetition", "block_position", "level_position", "id")
+        return self.order_by("block_position", "repetition", "level_position", "id")
 
 
 class Run(models.Model):

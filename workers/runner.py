@@ -151,11 +151,8 @@ def sessions_group(runs: Iterable[Run], server_per_block: bool) -> list[Session]
 def experiment_sessions(experiment: Experiment) -> list[Session]:
     """The experiment's queued runs as server sessions, in schedule order: block by block
     with a server per block, else arm by arm (each arm's blocks on its one server)."""
-    if experiment.server_per_block:
-        order = ("repetition", "block_position", "level_position")
-    else:
-        order = ("block_position", "repetition", "level_position")
-    runs = experiment.runs.filter(status=Run.Status.QUEUED).select_related("arm").order_by(*order, "id")
+    queued = experiment.runs.filter(status=Run.Status.QUEUED).select_related("arm")
+    runs = queued.in_execution_order(server_per_block=experiment.server_per_block)
     return sessions_group(runs, experiment.server_per_block)
 
 
