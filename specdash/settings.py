@@ -220,10 +220,10 @@ SPECDASH_DB_OUTAGE_WAIT_S = env_float("SPECDASH_DB_OUTAGE_WAIT_S", 600.0)
 # The KV cache of CPU servers in GiB; a fraction gives a cache small enough to fill (a test
 # of preemption, or the memory a production host would leave).
 SPECDASH_CPU_KVCACHE_GIB = env_float("SPECDASH_CPU_KVCACHE_GIB", 2.0)
-# CPU servers fork their engine and worker processes rather than spawn them: the children
-# inherit the vLLM their parent imported instead of importing it again, which takes a third
-# off a server's start here (docs/benchmarks.md). vLLM's server spawns by default for CUDA's
-# sake; GPU hosts keep that. Serving is the same either way once the server is up.
+# CPU servers fork their engine process rather than spawn it: it inherits the vLLM its parent
+# imported instead of importing it again, which took about 40 % off a server's start here
+# (docs/benchmarks.md; vLLM's CPU platform still spawns its model worker). vLLM's server
+# spawns by default for CUDA's sake; GPU hosts keep that. Serving is the same once it is up.
 SPECDASH_CPU_FORK_ENGINE = env_bool("SPECDASH_CPU_FORK_ENGINE", True)
 # Model ids or paths outside SPECDASH_MODELS_DIR only when an administrator allows them for
 # this installation. vLLM never gets --trust-remote-code: no model code from a repository runs.

@@ -199,7 +199,7 @@ def worker_binding() -> affinity.CpuBinding | None:
 
 def server_env(binding: affinity.CpuBinding | None) -> dict[str, str | None]:
     """The vLLM server's extra environment on CPU hosts: the engine's cores, and fork as the
-    way it starts its processes (SPECDASH_CPU_FORK_ENGINE). The KV cache's size goes as
+    way it starts its engine process (SPECDASH_CPU_FORK_ENGINE). The KV cache's size goes as
     --kv-cache-memory-bytes (arm_server_args), which takes fractions of a GiB; vLLM's
     VLLM_CPU_KVCACHE_SPACE (whole GiB) would override it, so it is left out."""
     if cuda_visible():
