@@ -38,7 +38,8 @@ from django.urls import reverse  # noqa: E402
 
 from experiments import teams  # noqa: E402
 from experiments.analysis import experiment_analyse  # noqa: E402
-from experiments.models import Arm, Experiment, RequestRecord, Run  # noqa: E402
+from experiments.models import Arm, Experiment, Run  # noqa: E402
+from scripts import bench_request_rows  # noqa: E402
 from tests.factories import simulated_decoding, spec_counters  # noqa: E402
 from workers.ingest import ingest_run  # noqa: E402
 from workers.loadgen import LoadResult, RequestResult  # noqa: E402
@@ -156,7 +157,7 @@ def main(argv=None):
         arms = len(ARMS) - 1
         print(
             f"seeding: baseline + {arms} arms x {len(LEVELS)} levels x {args.repetitions} reps x "
-            f"{args.requests} requests; {RequestRecord.objects.count():,} request rows in the database before"
+            f"{args.requests} requests; {bench_request_rows.rows_in_table():,} request rows in the database before"
         )
         start = time.perf_counter()
         experiment = seed(user, repetitions=args.repetitions, requests=args.requests)
