@@ -72,6 +72,7 @@ def protocol_of(experiment: Experiment, snapshots: list[dict]) -> Protocol:
     ) + (" through the chat endpoint" if e.endpoint == Experiment.Endpoint.CHAT else "")
     return Protocol(
         label=f"#{e.pk} {e.name}", target_model=e.target_model, dtype=e.dtype, max_model_len=e.max_model_len,
+        tensor_parallel_size=e.tensor_parallel_size,
         worker_queue=e.worker_queue, requested_vllm_version=e.requested_vllm_version,
         vllm_versions=_recorded(snapshots, lambda s: s["vllm_version"]),
         runtime=_recorded(snapshots, _runtime),

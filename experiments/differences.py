@@ -22,6 +22,7 @@ class Protocol:
     target_model: str
     dtype: str
     max_model_len: int
+    tensor_parallel_size: int
     worker_queue: str
     requested_vllm_version: str
     vllm_versions: tuple[str, ...]
@@ -88,6 +89,11 @@ RULES: dict[str, tuple[str, Callable[[Protocol], str], str]] = {
         "Max model length",
         lambda p: str(p.max_model_len),
         "A different context limit changes the KV cache and the batch the server can hold.",
+    ),
+    "tensor_parallel_size": (
+        "Tensor parallel size",
+        lambda p: str(p.tensor_parallel_size),
+        "A server across a different number of GPUs has a different step cost, memory and batch.",
     ),
     "requested_vllm_version": (
         "vLLM version asked for",

@@ -11,7 +11,7 @@ from django.contrib.auth.models import Group
 
 from experiments import limits, teams, worker_queues, workloads
 from experiments.input_lengths import parse_length_distribution
-from experiments.models import Arm, Experiment, UploadedPromptSet
+from experiments.models import MAX_TENSOR_PARALLEL_SIZE, Arm, Experiment, UploadedPromptSet
 from experiments.services import REPLICATE_LABEL, ArmSpec, arm_default_label
 
 MAX_CONCURRENCY = 1024
@@ -267,6 +267,15 @@ class ExperimentForm(TeamForm):
         error_messages={"invalid": "A version such as 0.33.0 or 0.33.0rc1."},
     )
     max_model_len = forms.IntegerField(min_value=16, max_value=1_048_576, initial=512, label="Max model length")
+    tensor_parallel_size = forms.IntegerField(
+        min_value=1,
+        max_value=MAX_TENSOR_PARALLEL_SIZE,
+        initial=1,
+        required=False,
+        label="Tensor parallel size",
+        help_text="GPUs each vLLM server spans (--tensor-parallel-size). The queue's workers must each see that many "
+        "GPUs; a worker that sees fewer fails the runs before starting a server. CPU workers run 1.",
+    )
 
     workload_kind = forms.ChoiceField(
         choices=Experiment.WorkloadKind.choices,
@@ -393,6 +402,10 @@ class ExperimentForm(TeamForm):
             self.fields["uploaded_prompt_set"].label_from_instance = lambda prompt_set: (
                 f"{prompt_set} ({prompt_set.team.name})"
             )
+
+    def clean_tensor_parallel_size(self) -> int:
+        """Left empty (or not posted by an older client): one GPU per server."""
+        return self.cleaned_data["tensor_parallel_size"] or 1
 
     def clean_target_model(self):
         return clean_model_path(self.cleaned_data["target_model"])

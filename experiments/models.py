@@ -3,10 +3,14 @@
 from django.conf import settings
 from django.contrib.auth.models import Group
 from django.contrib.postgres.fields import ArrayField
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
 from experiments.teams import visible_q
+
+# The most GPUs one server may span: a node of eight.
+MAX_TENSOR_PARALLEL_SIZE = 8
 
 
 class IllegalTransition(Exception):
@@ -71,6 +75,11 @@ class Experiment(models.Model):
     worker_queue = models.CharField(max_length=64, default="cpu")
     dtype = models.CharField(max_length=16, default="auto")
     max_model_len = models.PositiveIntegerField(default=512)
+    # GPUs each of the experiment's vLLM servers spans (its --tensor-parallel-size); the worker
+    # that takes the experiment must see at least this many (workers/runner.py).
+    tensor_parallel_size = models.PositiveSmallIntegerField(
+        default=1, validators=[MinValueValidator(1), MaxValueValidator(MAX_TENSOR_PARALLEL_SIZE)]
+    )
 
     workload_kind = models.CharField(max_length=16, choices=WorkloadKind.choices, default=WorkloadKind.BUILTIN)
     prompt_set = models.CharField(max_length=64, blank=True)

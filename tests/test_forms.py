@@ -181,6 +181,19 @@ def test_good_input_is_normalised():
     assert fields["request_rate"] is None
 
 
+def test_tensor_parallel_size_is_one_unless_asked_and_at_most_eight():
+    form, _ = bind(form_data())
+    assert form.is_valid(), form.errors
+    assert form.experiment_fields()["tensor_parallel_size"] == 1
+    form, _ = bind(form_data(tensor_parallel_size="4"))
+    assert form.is_valid(), form.errors
+    assert form.experiment_fields()["tensor_parallel_size"] == 4
+    for wrong, message in (("0", "greater than or equal to 1"), ("9", "less than or equal to 8")):
+        form, _ = bind(form_data(tensor_parallel_size=wrong))
+        assert not form.is_valid()
+        assert message in form.errors["tensor_parallel_size"][0]
+
+
 def test_clean_sample_rules_say_what_is_wrong():
     size = len(workloads.get_prompt_set("chat").prompts)
     form, _ = bind(form_data(num_prompts=str(size), warmup_requests="2", concurrency_levels="1, 16"))

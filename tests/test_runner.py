@@ -292,6 +292,31 @@ def test_cpu_servers_fork_their_processes_unless_told_not_to(served, celery_disp
     assert all(server.env["VLLM_CPU_KVCACHE_SPACE"] is None for server in served.servers)
 
 
+def test_a_worker_with_too_few_gpus_fails_a_tensor_parallel_experiment_before_any_server(
+    served, celery_dispatch, monkeypatch
+):
+    monkeypatch.setattr(runner, "cuda_visible", lambda: True)
+    monkeypatch.setattr(runner, "gpu_info", lambda: {"gpu_count": 2})
+    experiment = _run_all(_experiment(celery_dispatch, repetitions=1, aa_replicate=False, tensor_parallel_size=4))
+
+    assert served.servers == []
+    assert experiment.status == Experiment.Status.FAILED
+    errors = set(experiment.runs.values_list("error", flat=True))
+    assert errors == {
+        "Tensor parallel size 4 needs a worker that sees 4 GPUs; this one sees 2. Send the experiment to a queue "
+        "whose workers each own that many (docs/gpu-hosts.md)."
+    }
+
+
+def test_a_worker_with_enough_gpus_starts_servers_across_them(served, celery_dispatch, monkeypatch):
+    monkeypatch.setattr(runner, "cuda_visible", lambda: True)
+    monkeypatch.setattr(runner, "gpu_info", lambda: {"gpu_count": 4})
+    experiment = _run_all(_experiment(celery_dispatch, repetitions=1, aa_replicate=False, tensor_parallel_size=4))
+
+    assert experiment.status == Experiment.Status.FINISHED
+    assert [server.args[server.args.index("--tensor-parallel-size") + 1] for server in served.servers] == ["4", "4"]
+
+
 def test_an_experiment_whose_prompts_cannot_be_made_fails_its_runs(served, celery_dispatch):
     experiment = _experiment(celery_dispatch, repetitions=1, aa_replicate=False)
     Experiment.objects.filter(id=experiment.id).update(num_prompts=1000)

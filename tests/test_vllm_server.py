@@ -47,6 +47,11 @@ def test_baseline_args():
     assert all(isinstance(arg, str) for arg in args)
 
 
+def test_tensor_parallel_size_is_passed_above_one():
+    assert "--tensor-parallel-size" not in _args(tensor_parallel_size=1)
+    assert _value(_args(tensor_parallel_size=4), "--tensor-parallel-size") == "4"
+
+
 def test_kv_cache_size_in_bytes():
     assert _value(_args(kv_cache_bytes=6_000_000), "--kv-cache-memory-bytes") == "6000000"
 

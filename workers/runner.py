@@ -24,7 +24,7 @@ from experiments.models import Arm, Experiment, IllegalTransition, Run
 from experiments.workloads import experiment_requests
 from workers import affinity, profiling, spool, synthetic_acceptance
 from workers.chat_template import chat_template_for
-from workers.envinfo import capture_environment
+from workers.envinfo import capture_environment, gpu_info
 from workers.liveness import LeaseBeat
 from workers.loadgen import LoadResult, Prompt, run_load_sync
 from workers.prom import SpecCounters
@@ -189,6 +189,7 @@ def arm_server_args(
         else arm.synthetic_config(synthetic_acceptance_length),
         chat_template=chat_template_for(model) if experiment.endpoint == Experiment.Endpoint.CHAT else None,
         kv_cache_bytes=None if cuda_visible() else round(settings.SPECDASH_CPU_KVCACHE_GIB * 2**30),
+        tensor_parallel_size=experiment.tensor_parallel_size,
     )
 
 
@@ -382,6 +383,21 @@ def experiment_prompts_or_fail(experiment: Experiment, *, worker_host: str, work
         return None
 
 
+def tensor_parallel_refusal(experiment: Experiment) -> str | None:
+    """Why this worker cannot start the experiment's servers across the GPUs it asks for, or
+    None. A worker sees the GPUs CUDA_VISIBLE_DEVICES gives it (docs/gpu-hosts.md)."""
+    wanted = experiment.tensor_parallel_size
+    if wanted <= 1:
+        return None
+    visible = gpu_info()["gpu_count"]
+    if visible >= wanted:
+        return None
+    return (
+        f"Tensor parallel size {wanted} needs a worker that sees {wanted} GPUs; this one sees {visible}. "
+        "Send the experiment to a queue whose workers each own that many (docs/gpu-hosts.md)."
+    )
+
+
 def experiment_run_all(experiment_id: int, *, worker_host: str, worker_name: str) -> None:
     """Execute the experiment if no other live worker process holds it. Results a dead
     process of this worker left in its spool are stored first, and the runs a dead holder
@@ -409,7 +425,12 @@ def experiment_execute_held(experiment: Experiment, *, worker_host: str, worker_
     try:
         services.experiment_mark_running(experiment=experiment)
         prompts = experiment_prompts_or_fail(experiment, worker_host=worker_host, worker_name=worker_name)
-        if prompts is not None:
+        refusal = tensor_parallel_refusal(experiment)
+        if refusal is not None:
+            # Before any server: vLLM would fail to start, once per arm and block.
+            queued = list(experiment.runs.filter(status=Run.Status.QUEUED))
+            runs_fail(queued, refusal, worker_host=worker_host, worker_name=worker_name)
+        elif prompts is not None:
             execution = Execution(experiment, prompts, worker_host, worker_name, binding=worker_binding())
             for session in experiment_sessions(experiment):
                 session_execute(execution, session)

@@ -61,6 +61,7 @@ def build_server_args(
     enforce_eager: bool | None = None,
     chat_template: str | None = None,
     kv_cache_bytes: int | None = None,
+    tensor_parallel_size: int = 1,
 ) -> list[str]:
     """The argument list that starts the server; `speculative_config=None` is the baseline.
 
@@ -69,6 +70,7 @@ def build_server_args(
     than earlier ones. `enforce_eager=None` means "only when no GPU is visible" (CUDA graphs
     do not exist on CPU). `chat_template`: a file for --chat-template (workers/chat_template.py).
     `kv_cache_bytes`: the KV cache's size; None leaves it to vLLM (on GPUs, a share of the memory).
+    `tensor_parallel_size`: GPUs the server spans; 1 leaves the flag out (vLLM's default).
     """
     args = [
         python, "-m", SERVER_MODULE,
@@ -93,6 +95,8 @@ def build_server_args(
         args += ["--chat-template", chat_template]
     if kv_cache_bytes is not None:
         args += ["--kv-cache-memory-bytes", str(kv_cache_bytes)]
+    if tensor_parallel_size > 1:
+        args += ["--tensor-parallel-size", str(tensor_parallel_size)]
     return args
 
 
