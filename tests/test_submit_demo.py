@@ -17,7 +17,7 @@ def _as_posted(fields: dict) -> dict:
     data = {name: value for name, value in fields.items() if name != "prompt_set_hash"}
     data["concurrency_levels"] = ", ".join(map(str, fields["concurrency_levels"]))
     data["equivalence_margin"] = Experiment._meta.get_field("equivalence_margin").default * 100
-    for checkbox in ("server_per_block", "aa_replicate"):
+    for checkbox in ("server_per_block", "aa_replicate", "draft_calibration", "profile_intervals"):
         data[checkbox] = "on" if fields[checkbox] else ""
     return data
 
@@ -28,7 +28,7 @@ def test_the_demo_passes_the_forms_rules():
     assert form.is_valid(), form.errors
 
 
-def test_the_demo_runs_baseline_replicate_ngram_and_draft_in_three_blocks(
+def test_the_demo_runs_baseline_replicate_ngram_draft_and_calibration_in_three_blocks(
     celery_dispatch, django_capture_on_commit_callbacks
 ):
     with django_capture_on_commit_callbacks(execute=True):
@@ -36,13 +36,15 @@ def test_the_demo_runs_baseline_replicate_ngram_and_draft_in_three_blocks(
 
     experiment = Experiment.objects.get(name=DEMO_NAME)
     arms = list(experiment.arms.order_by("position"))
-    assert [(arm.method, arm.is_replicate, arm.num_speculative_tokens) for arm in arms] == [
-        (Arm.Method.BASELINE, False, None),
-        (Arm.Method.BASELINE, True, None),
-        (Arm.Method.NGRAM, False, 4),
-        (Arm.Method.DRAFT_MODEL, False, 4),
+    assert [(arm.method, arm.is_replicate, arm.is_calibration, arm.num_speculative_tokens) for arm in arms] == [
+        (Arm.Method.BASELINE, False, False, None),
+        (Arm.Method.BASELINE, True, False, None),
+        (Arm.Method.NGRAM, False, False, 4),
+        (Arm.Method.DRAFT_MODEL, False, False, 4),
+        (Arm.Method.BASELINE, False, True, None),
     ]
     assert (experiment.repetitions, experiment.server_per_block, experiment.temperature) == (3, True, 0.0)
+    assert (experiment.draft_calibration, experiment.profile_intervals) == (True, True)
     assert experiment.prompt_set == "code_edit"
-    assert experiment.runs.count() == 4 * 3 * len(experiment.concurrency_levels)
+    assert experiment.runs.count() == 5 * 3 * len(experiment.concurrency_levels)
     celery_dispatch.assert_called_once_with(args=[experiment.id], queue="cpu")
