@@ -570,7 +570,9 @@ class RequestRecordQuerySet(models.QuerySet):
 class RequestRecord(models.Model):
     """One measured request; warm-up requests are not stored."""
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="requests")
+    # No index of its own: the unique (run, prompt_index) index below starts with the run and
+    # serves every lookup by run; a second index only slowed ingestion (docs/benchmarks.md).
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="requests", db_index=False)
     prompt_index = models.PositiveIntegerField()
     input_tokens = models.PositiveIntegerField()
     output_tokens = models.PositiveIntegerField()
