@@ -155,7 +155,7 @@ def _clause(point: dict) -> str:
         return text + " (one block: no interval to test against)"
     interval = f"[{_two(point['measured_lo'])}, {_two(point['measured_hi'])}]"
     if point["agreement"] == "agree":
-        return text + f" {interval}: the model holds"
+        return text + f" {interval}: inside the measured interval, so this measurement does not contradict the model"
     side = "above" if predicted > point["measured_hi"] else "below"
     return text + f" {interval}: they part, the prediction lies {side} the interval"
 

@@ -110,7 +110,8 @@ def test_sentence_per_level():
     )
     # At 4: 2.65 / (3 * 0.25 + 1) = 1.514, above [1.1, 1.3].
     assert prediction.sentence("draft k=3", result) == (
-        "draft k=3: at concurrency 1 predicted 2.04 (c = 0.100), measured 2.00 [1.90, 2.10]: the model holds; "
+        "draft k=3: at concurrency 1 predicted 2.04 (c = 0.100), measured 2.00 [1.90, 2.10]: inside the measured "
+        "interval, so this measurement does not contradict the model; "
         "at concurrency 4 predicted 1.51 (c = 0.250), measured 1.20 [1.10, 1.30]: they part, the prediction lies "
         "above the interval; at concurrency 8 no prediction (c not measured at this level)."
     )
