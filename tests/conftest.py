@@ -79,10 +79,12 @@ def browser():
 
 @pytest.fixture
 def logged_in_page(browser, live_server, user):
-    """A page of a 1280 × 900 window, logged in as `user`; a JavaScript error on it fails the test."""
+    """A page of a 1280 × 900 window, logged in as `user`, that may use the clipboard (the
+    Copy buttons); a JavaScript error on it fails the test."""
     from tests.factories import PASSWORD
 
     context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server.url)
     page = context.new_page()
     page.set_default_timeout(10_000)
     errors = []

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from experiments.models import RequestRecord, RunSummary, SpeedupEstimate
-from tests.factories import PASSWORD, seed_calibration, seed_finished_experiment
+from tests.factories import seed_calibration, seed_finished_experiment
 
 # Playwright's sync API runs an event loop in this thread; the ORM calls here are plain.
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
@@ -32,21 +32,8 @@ CHART_SIZES = """(ids) => Object.fromEntries(ids.map((id) => {
 
 
 @pytest.fixture
-def page(browser, live_server, user):
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server.url)
-    page = context.new_page()
-    page.set_default_timeout(10_000)
-    errors = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(f"{live_server.url}/login/")
-    page.fill("#id_username", user.username)
-    page.fill("#id_password", PASSWORD)
-    page.click(".login [type=submit]")
-    page.wait_for_url(f"{live_server.url}/")
-    yield page
-    context.close()
-    assert errors == [], errors
+def page(logged_in_page):
+    return logged_in_page
 
 
 def _shot(page, name):
