@@ -3,7 +3,6 @@
 import os
 import re
 import unicodedata
-from pathlib import PurePosixPath
 
 from django import forms
 from django.conf import settings
@@ -11,6 +10,7 @@ from django.contrib.auth.models import Group
 
 from experiments import limits, teams, worker_queues, workloads
 from experiments.input_lengths import parse_length_distribution
+from experiments.model_paths import model_path_refusal
 from experiments.models import MAX_TENSOR_PARALLEL_SIZE, Arm, Experiment, UploadedPromptSet
 from experiments.services import REPLICATE_LABEL, ArmSpec, arm_default_label
 
@@ -94,33 +94,20 @@ def reject_control_queue(value: str) -> str:
     return value
 
 
-def _inside(path: str, directory: str) -> bool:
-    return path != directory and PurePosixPath(path).is_relative_to(directory)
-
-
 def clean_model_path(value: str) -> str:
-    """A model path on the worker. Unless the installation allows any path or model id,
-    it must lie inside SPECDASH_MODELS_DIR, symlinks resolved. The worker checks again, and
-    that the path exists there, before it starts a server (workers/model_paths.py)."""
+    """A model path on the worker (experiments/model_paths.py: inside SPECDASH_MODELS_DIR
+    unless the installation allows any path or model id). The worker checks the rule again,
+    and that the path holds a model there, before it starts a server (workers/runner.py)."""
     value = reject_markup(value.strip())
     if any(char.isspace() for char in value):
         raise forms.ValidationError("A model path must not contain spaces, tabs or line breaks.")
     reject_controls(value)
+    refusal = model_path_refusal(value)
+    if refusal is not None:
+        raise forms.ValidationError(refusal)
     if settings.SPECDASH_ALLOW_ANY_MODEL_PATH:
         return os.path.normpath(value) if value.startswith("/") else value
-    models_dir = PurePosixPath(os.path.realpath(settings.SPECDASH_MODELS_DIR))
-    if not value.startswith("/"):
-        raise forms.ValidationError(
-            f"Give an absolute path inside {models_dir}. Model ids and other paths are only "
-            "allowed when the administrator sets SPECDASH_ALLOW_ANY_MODEL_PATH."
-        )
-    path = PurePosixPath(os.path.realpath(value))
-    if path == models_dir or not path.is_relative_to(models_dir):
-        raise forms.ValidationError(
-            f"The path must lie inside {models_dir}. Other paths are only allowed when the "
-            "administrator sets SPECDASH_ALLOW_ANY_MODEL_PATH."
-        )
-    return str(path)
+    return os.path.realpath(value)
 
 
 def parse_concurrency_levels(text: str) -> list[int]:

@@ -201,7 +201,8 @@ def test_a_suffix_arm_gets_a_fresh_server_for_every_run(served, celery_dispatch,
     assert experiment.status == Experiment.Status.FINISHED
 
 
-def test_a_calibration_arm_serves_the_draft_model_alone(served, celery_dispatch):
+def test_a_calibration_arm_serves_the_draft_model_alone(served, celery_dispatch, settings):
+    settings.SPECDASH_ALLOW_ANY_MODEL_PATH = True
     draft = ArmSpec(method=Arm.Method.DRAFT_MODEL, num_speculative_tokens=3, params={"model": "/models/draft"})
     experiment = _run_all(
         _experiment(celery_dispatch, arms=(draft,), aa_replicate=False, repetitions=1, draft_calibration=True)
@@ -326,3 +327,83 @@ def test_an_experiment_whose_prompts_cannot_be_made_fails_its_runs(served, celer
     assert served.servers == []
     assert experiment.status == Experiment.Status.FAILED
     assert {run.error.split(":")[0] for run in experiment.runs.all()} == {"No prompts"}
+
+
+class FakePrefetch:
+    """Records when the runner starts, awaits and stops the model prefetch."""
+
+    def __init__(self, models, *, python, log_path, events):
+        self.ids = [model for model in models if not model.startswith("/")]
+        self.events = events
+
+    def __enter__(self):
+        self.events.append(("prefetch started", tuple(self.ids)))
+        return self
+
+    def __exit__(self, *exc_info):
+        self.events.append(("prefetch stopped",))
+
+    def wait(self, timeout_s, should_stop):
+        should_stop()
+        self.events.append(("prefetch awaited", timeout_s))
+        return "fetched"
+
+
+def test_model_files_are_fetched_while_the_first_server_starts_and_never_beside_a_measurement(
+    served, celery_dispatch, monkeypatch, settings
+):
+    settings.SPECDASH_ALLOW_ANY_MODEL_PATH = True  # model ids are allowed on this installation
+    events = []
+    monkeypatch.setattr(runner, "ModelPrefetch", lambda *args, **kwargs: FakePrefetch(*args, **kwargs, events=events))
+    entered, loaded = FakeServer.__enter__, runner.run_load_sync
+
+    def server_enter(server):
+        events.append(("server started", server.args[server.args.index("--model") + 1]))
+        return entered(server)
+
+    def load(**kwargs):
+        events.append(("measured",))
+        return loaded(**kwargs)
+
+    monkeypatch.setattr(FakeServer, "__enter__", server_enter)
+    monkeypatch.setattr(runner, "run_load_sync", load)
+    draft = ArmSpec(method=Arm.Method.DRAFT_MODEL, num_speculative_tokens=3, params={"model": "org/draft-id"})
+    experiment = _run_all(_experiment(celery_dispatch, arms=(draft,), aa_replicate=False, repetitions=1))
+
+    assert experiment.status == Experiment.Status.FINISHED
+    # Only the model id is fetched (the target is a path on this host), before any server starts.
+    assert events[0] == ("prefetch started", ("org/draft-id",))
+    assert events[1][0] == "server started"
+    # Awaited on the first server, after it is healthy and before its first measured run.
+    assert events[2] == ("prefetch awaited", settings.SPECDASH_SERVER_START_TIMEOUT_S)
+    assert events[3] == ("measured",)
+    assert events[-1] == ("prefetch stopped",)
+    assert all(event[0] != "prefetch started" for event in events[1:])
+
+
+def test_the_models_an_experiments_servers_load_are_listed_in_session_order(celery_dispatch):
+    draft = ArmSpec(method=Arm.Method.DRAFT_MODEL, num_speculative_tokens=3, params={"model": "org/draft-id"})
+    experiment = _experiment(celery_dispatch, arms=(draft,), aa_replicate=False, repetitions=1, draft_calibration=True)
+
+    models = runner.experiment_models(experiment, runner.experiment_sessions(experiment))
+
+    # The baseline and calibration servers load one model each, the draft arm's two.
+    assert sorted(set(models)) == sorted({experiment.target_model, "org/draft-id"})
+    assert models.count("org/draft-id") == 2
+
+
+def test_a_worker_refuses_a_model_its_settings_do_not_allow_before_any_server(served, celery_dispatch, settings):
+    # Submitted where any path was allowed (or run again after the rule changed): this
+    # worker's settings keep models inside its models folder.
+    outside = ArmSpec(method=Arm.Method.DRAFT_MODEL, num_speculative_tokens=3, params={"model": "/etc/draft"})
+    experiment = _run_all(_experiment(celery_dispatch, arms=(outside,), aa_replicate=False, repetitions=1))
+
+    arm = experiment.arms.get(method=Arm.Method.DRAFT_MODEL)
+    started = {served.runs_of(server)[0].arm_id for server in served.servers}
+    assert arm.id not in started
+    assert len(started) == 1  # the baseline ran
+    for run in experiment.runs.filter(arm=arm):
+        assert run.status == Run.Status.FAILED
+        assert "This worker does not load /etc/draft" in run.error
+        assert "SPECDASH_ALLOW_ANY_MODEL_PATH" in run.error
+        assert "Last lines of its log" not in run.error

@@ -20,6 +20,7 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 
 from experiments import dispatch, limits, services
+from experiments.model_paths import model_path_refusal
 from experiments.models import Arm, Experiment, IllegalTransition, Run
 from experiments.workloads import experiment_requests
 from workers import affinity, profiling, spool, synthetic_acceptance
@@ -27,6 +28,7 @@ from workers.chat_template import chat_template_for
 from workers.envinfo import capture_environment, gpu_info
 from workers.liveness import LeaseBeat
 from workers.loadgen import LoadResult, Prompt, run_load_sync
+from workers.model_prefetch import ModelPrefetch
 from workers.prom import SpecCounters
 from workers.vllm_server import (
     ServerStartError,
@@ -34,6 +36,7 @@ from workers.vllm_server import (
     build_server_args,
     cuda_visible,
     free_port,
+    model_paths,
     profiler_args,
 )
 
@@ -104,6 +107,14 @@ class Execution:
     worker_host: str
     worker_name: str
     binding: affinity.CpuBinding | None
+    # The later servers' model files, fetched while the first server starts; awaited
+    # before the first measured run (workers/model_prefetch.py).
+    models: ModelPrefetch | None = None
+
+    def models_ready(self) -> None:
+        """Wait for the model prefetch, so that no download runs beside a measurement."""
+        if self.models is not None:
+            self.models.wait(settings.SPECDASH_SERVER_START_TIMEOUT_S, lambda: stop_if_cancelled(self.experiment))
 
 
 @dataclass(frozen=True)
@@ -129,6 +140,12 @@ class Session:
 
 class SyntheticAcceptanceUnsupported(ServerStartError):
     """A synthetic acceptance session on a host whose vLLM refuses it: no server is started."""
+
+
+class ModelRefused(ServerStartError):
+    """A model this worker's settings do not allow (experiments/model_paths.py): no server
+    is started. The form applied the same rule, but with the web server's settings and at
+    submission; an experiment run again, or a worker configured apart, is checked here."""
 
 
 def session_key(run: Run, server_per_block: bool) -> tuple:
@@ -190,6 +207,18 @@ def arm_server_args(
         chat_template=chat_template_for(model) if experiment.endpoint == Experiment.Endpoint.CHAT else None,
         kv_cache_bytes=None if cuda_visible() else round(settings.SPECDASH_CPU_KVCACHE_GIB * 2**30),
         tensor_parallel_size=experiment.tensor_parallel_size,
+    )
+
+
+def experiment_models(experiment: Experiment, sessions: list[Session]) -> list[str]:
+    """The models the sessions' servers load (targets, draft models, heads), in order."""
+    return [model for session in sessions for model in model_paths(arm_server_args(experiment, session.arm, 0))]
+
+
+def models_prefetch(experiment: Experiment, sessions: list[Session]) -> ModelPrefetch:
+    log_path = settings.DATA_DIR / "server-logs" / f"experiment-{experiment.id}" / "model-prefetch.log"
+    return ModelPrefetch(
+        experiment_models(experiment, sessions), python=settings.SPECDASH_VLLM_PYTHON, log_path=log_path
     )
 
 
@@ -331,6 +360,13 @@ def check_synthetic_support(session: Session) -> None:
         raise SyntheticAcceptanceUnsupported(f"{reason}. Run the sweep on a GPU worker's queue.", log_tail="")
 
 
+def check_models_allowed(args: list[str]) -> None:
+    for model in model_paths(args):
+        refusal = model_path_refusal(model)
+        if refusal is not None:
+            raise ModelRefused(f"This worker does not load {model}: {refusal}", log_tail="")
+
+
 def session_attempt(execution: Execution, session: Session) -> None:
     """Start a fresh server for the session, run its runs on it, stop it on every path.
     A server that does not start fails this session's runs only."""
@@ -346,6 +382,7 @@ def session_attempt(execution: Execution, session: Session) -> None:
     args += profiler_args(profiling.profile_dir(experiment, session.arm)) if levels else []
     logger.info("starting vLLM for %s (%d runs): %s", session.arm, len(session.runs), " ".join(args))
     try:
+        check_models_allowed(args)
         check_synthetic_support(session)
         server = VllmServer(
             args,
@@ -355,6 +392,7 @@ def session_attempt(execution: Execution, session: Session) -> None:
             pid_dir=server_pid_dir(execution.worker_name),
         )
         with server:
+            execution.models_ready()
             environment = capture_environment(
                 vllm_python=settings.SPECDASH_VLLM_PYTHON,
                 server_command=args,
@@ -368,7 +406,8 @@ def session_attempt(execution: Execution, session: Session) -> None:
                 profiling.session_profile(server.base_url, experiment, session.arm, levels, execution.prompts)
     except ServerStartError as exc:
         logger.error("vLLM did not start for %s: %s", session.arm, exc)
-        error = f"The vLLM server did not start: {exc}\n\nLast lines of its log:\n{exc.log_tail}"
+        error = f"The vLLM server did not start: {exc}"
+        error += f"\n\nLast lines of its log:\n{exc.log_tail}" if exc.log_tail else ""
         runs_fail(session.runs, error, worker_host=execution.worker_host, worker_name=execution.worker_name)
 
 
@@ -431,9 +470,11 @@ def experiment_execute_held(experiment: Experiment, *, worker_host: str, worker_
             queued = list(experiment.runs.filter(status=Run.Status.QUEUED))
             runs_fail(queued, refusal, worker_host=worker_host, worker_name=worker_name)
         elif prompts is not None:
-            execution = Execution(experiment, prompts, worker_host, worker_name, binding=worker_binding())
-            for session in experiment_sessions(experiment):
-                session_execute(execution, session)
+            sessions = experiment_sessions(experiment)
+            with models_prefetch(experiment, sessions) as models:
+                execution = Execution(experiment, prompts, worker_host, worker_name, worker_binding(), models)
+                for session in sessions:
+                    session_execute(execution, session)
         if not experiment.runs.open().exists():
             services.experiment_finish(experiment=experiment)
     except (RunCancelled, IllegalTransition) as stop:
