@@ -45,6 +45,10 @@ class ProfileRow:
             "shares": self.shares,
             "step_ms": self.step_ms,
             "phase_ms": self.phase_ms,
+            "requests": self.requests,
+            "steps": self.steps,
+            "profiled_ms": self.profiled_ms,
+            "error": self.error,
         }
 
 

@@ -2,8 +2,11 @@
 hand-computed cases, the form's rule for the lengths, the schedule and the servers it adds,
 and that the synthetic runs never reach the arm's own statistics."""
 
+import json
 import math
 import random
+import re
+from html import unescape
 
 import pytest
 from django import forms as django_forms
@@ -302,3 +305,17 @@ def test_a_page_without_a_sweep_has_no_sweep_section(logged_in_client, user):
     html = logged_in_client.get(reverse("experiments:detail", args=[experiment.pk])).content.decode()
     assert "acceptance-sweep" not in html
     assert "sweep-data" not in html
+
+
+def test_the_api_gives_the_pages_sweep_with_its_sentence(logged_in_client, user):
+    experiment = seed_finished_experiment(requests=6, repetitions=2, owner=user)
+    _sweep_on(experiment)
+    html = logged_in_client.get(reverse("experiments:detail", args=[experiment.pk])).content.decode()
+    page = json.loads(re.search(r'<script id="sweep-data" type="application/json">(.*?)</script>', html, re.S)[1])
+
+    body = logged_in_client.get(reverse("api:experiment-results", args=[experiment.pk])).json()
+
+    (sweep,) = body["acceptance_sweeps"]
+    assert {key: value for key, value in sweep.items() if key != "sentence"} == page[0]
+    assert unescape(sweep["sentence"]) in unescape(html)
+    assert [len(level["points"]) for level in sweep["levels"]] == [2, 2]

@@ -1,7 +1,11 @@
 """The profile section's figures (experiments/step_profiles.py) against hand-computed cases,
 and profiled intervals left out of every statistic."""
 
+import json
+import re
+
 import pytest
+from django.urls import reverse
 
 from experiments import services, step_profiles
 from experiments.analysis import experiment_analyse
@@ -82,3 +86,20 @@ def test_the_page_shows_the_profile_with_its_definitions(client, user):
         assert f"<dt>{term}</dt>" in html
     assert 'data-value="60.0"' in html  # verifying, in percent
     assert "with one profiled interval per arm and level" in html  # in the protocol
+
+
+def test_the_api_gives_the_pages_profiles(client, user):
+    experiment = seed_finished_experiment(repetitions=2, requests=6, owner=user, profile_intervals=True)
+    arm = experiment.arms.get(method="ngram")
+    services.profiled_interval_record(experiment=experiment, arm=arm, level=1, summary=_summary(10, 60, 5), requests=4)
+    services.profiled_interval_record(experiment=experiment, arm=arm, level=4, requests=4, error="OSError: no trace")
+    client.force_login(user)
+    html = client.get(f"/experiments/{experiment.pk}/").text
+    page = json.loads(re.search(r'<script id="profile-data" type="application/json">(.*?)</script>', html, re.S)[1])
+
+    body = client.get(reverse("api:experiment-results", args=[experiment.pk])).json()
+
+    assert body["profiles"] == page["profiles"]
+    profiled, failed = body["profiles"]
+    assert profiled["shares"] == pytest.approx({"proposing": 0.10, "verifying": 0.60, "sampling": 0.05, "other": 0.25})
+    assert (failed["level"], failed["shares"], failed["error"]) == (4, None, "OSError: no trace")

@@ -5,7 +5,7 @@ API adds no arithmetic of its own, so its numbers are the page's."""
 
 from django.urls import reverse
 
-from experiments import capacity, exports, results, selectors
+from experiments import acceptance_sweep, capacity, exports, results, selectors, step_profiles
 from experiments.api.submission import spec_from_experiment
 from experiments.models import Experiment, SpeedupEstimate
 
@@ -117,6 +117,7 @@ def results_payload(experiment: Experiment) -> dict:
     analysis = block.analysis if block else None
     speedups = SpeedupEstimate.objects.filter(experiment=experiment).order_by("arm__position", "metric", "concurrency")
     series = analysis.series if analysis else {}
+    profile_data = step_profiles.page_context(experiment=experiment, results=block)["profile_data"]
     return {
         "experiment_id": experiment.pk,
         "status": experiment.status,
@@ -132,6 +133,11 @@ def results_payload(experiment: Experiment) -> dict:
         "series": {name: series[name] for name in SERIES if name in series},
         "capacity": [_capacity(row) for row in block.capacity_rows] if block else [],
         "capacity_warnings": block.capacity_warnings if block else [],
+        "profiles": profile_data["profiles"] if profile_data else [],
+        "acceptance_sweeps": [
+            sweep.as_json() | {"sentence": sweep.sentence}
+            for sweep in acceptance_sweep.acceptance_sweeps(experiment=experiment)
+        ],
         "warnings": selectors.experiment_warnings(experiment=experiment, analysis=analysis),
     }
 

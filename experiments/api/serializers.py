@@ -213,6 +213,43 @@ class CapacitySerializer(serializers.Serializer):
     queued_alone = serializers.BooleanField(help_text="Requests waited in the arm's server here, never the baseline's.")
 
 
+class ProfileSerializer(serializers.Serializer):
+    arm = serializers.IntegerField(help_text="The arm's id.")
+    level = serializers.IntegerField()
+    shares = serializers.DictField(
+        child=serializers.FloatField(),
+        allow_null=True,
+        help_text='Proposing, verifying, sampling and other, fractions summing to 1 (docs/metrics.md "Profiled '
+        'intervals"); null when the interval failed.',
+    )
+    step_ms = serializers.FloatField(allow_null=True, help_text="The measured runs' mean step time at this level.")
+    phase_ms = serializers.DictField(
+        child=serializers.FloatField(), allow_null=True, help_text="Each share times the measured step time."
+    )
+    requests = serializers.IntegerField(help_text="Requests sent while the profiler ran.")
+    steps = serializers.IntegerField(allow_null=True, help_text="Engine steps in the trace.")
+    profiled_ms = serializers.FloatField(allow_null=True, help_text="Time the trace covers.")
+    error = serializers.CharField(allow_blank=True, help_text="Why the interval gave no shares, if it did not.")
+
+
+class SweepLevelSerializer(serializers.Serializer):
+    level = serializers.IntegerField()
+    points = serializers.ListField(
+        child=serializers.DictField(child=serializers.FloatField()),
+        help_text="Speedup (y) at each synthetic acceptance length (x).",
+    )
+    break_even = serializers.FloatField(allow_null=True, help_text="The length where the speedup crosses 1.")
+
+
+class SweepSerializer(serializers.Serializer):
+    arm = serializers.IntegerField(help_text="The arm's id.")
+    label = serializers.CharField()
+    tau = serializers.FloatField(allow_null=True, help_text="The arm's measured mean acceptance length.")
+    lengths = serializers.ListField(child=serializers.FloatField())
+    levels = SweepLevelSerializer(many=True)
+    sentence = serializers.CharField()
+
+
 class ResultsSerializer(serializers.Serializer):
     experiment_id = serializers.IntegerField()
     status = serializers.ChoiceField(choices=Experiment.Status.choices)
@@ -228,6 +265,12 @@ class ResultsSerializer(serializers.Serializer):
     series = serializers.DictField(help_text="The chart series the page draws (CDFs, tokens per step, ...).")
     capacity = CapacitySerializer(many=True, help_text='Per compared arm and level, docs/metrics.md "Capacity".')
     capacity_warnings = serializers.ListField(child=serializers.CharField())
+    profiles = ProfileSerializer(
+        many=True, help_text="Where a step's time went, per profiled interval (not part of any statistic)."
+    )
+    acceptance_sweeps = SweepSerializer(
+        many=True, help_text="Synthetic acceptance sweeps: speedup against acceptance length (not measurements)."
+    )
     warnings = serializers.ListField(child=serializers.CharField())
 
 
