@@ -1,15 +1,29 @@
-"""Through the real parts: PostgreSQL, Redis, a Celery worker process and vLLM servers."""
+"""Through the real parts: PostgreSQL, Redis, a Celery worker process and vLLM servers.
+
+Each vLLM server start costs most of a minute on a CPU host, so one experiment serves several
+tests where their capabilities combine: the baseline, an n-gram arm with a synthetic
+acceptance sweep, a draft-model arm and the draft's calibration arm, in two blocks with one
+server per arm (four server starts; a CPU worker refuses the sweep without starting a server).
+`test_experiment_runs_end_to_end_on_real_vllm` checks what its runs record, the calibration
+test the draft cost it measured and the prediction built on it, the sweep test that the sweep
+never touched the arms' figures. The tests that need servers of their own (a server that
+cannot start, the A/A replicate in blocks of their own servers) come first: a transactional
+test's flush would remove the shared experiment's rows.
+"""
 
 import itertools
 import os
 import subprocess
+from types import SimpleNamespace
 
 import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db.models import Sum
+from django.test import Client
+from django.urls import reverse
 
-from experiments import services
+from experiments import acceptance_sweep, prediction, services
 from experiments.models import (
     Arm,
     EnvironmentSnapshot,
@@ -25,13 +39,18 @@ from experiments.tokens import unpack_token_ids
 from experiments.verdicts import FASTER, SLOWER
 from experiments.workloads import prompt_set_hash
 from tests.factories import experiment_fields
-from tests.worker_fixtures import wait_for_experiment
+from tests.worker_fixtures import shared_rows, wait_for_experiment
+from workers import synthetic_acceptance
 from workers.affinity import plan_binding
 
-pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.integration
 
 TARGET = settings.SPECDASH_MODELS_DIR / "target"
 DRAFT = settings.SPECDASH_MODELS_DIR / "draft"
+MODELS_BUILT = pytest.mark.skipif(
+    not (DRAFT / "config.json").exists(), reason="demo models not built (./dev test builds them)"
+)
+SWEEP_LENGTHS = (1.5, 3.0)
 
 
 def _fields(**overrides) -> dict:
@@ -50,6 +69,7 @@ def owner():
     return get_user_model().objects.create_user(username="runner", password="pw-for-tests")
 
 
+@pytest.mark.django_db(transaction=True)
 def test_server_that_cannot_start_fails_its_runs_with_the_log_tail(celery_worker_process, owner):
     missing = settings.SPECDASH_MODELS_DIR / "no-such-model"
     experiment = services.experiment_create(
@@ -71,73 +91,23 @@ def test_server_that_cannot_start_fails_its_runs_with_the_log_tail(celery_worker
     assert str(missing) not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
 
 
-@pytest.mark.skipif(not (TARGET / "config.json").exists(), reason="demo models not built (./dev test builds them)")
-def test_experiment_runs_end_to_end_on_real_vllm(celery_worker_process, owner):
-    arms = [
-        ArmSpec(
-            method=Arm.Method.NGRAM, num_speculative_tokens=3, params={"prompt_lookup_min": 2, "prompt_lookup_max": 4}
-        ),
-        ArmSpec(method=Arm.Method.DRAFT_MODEL, num_speculative_tokens=3, params={"model": str(DRAFT)}),
-    ]
-    # One server per arm for both blocks (the A/A test below starts one per block and arm): this
-    # test is about what a run records, and three servers start sooner than six.
-    experiment = services.experiment_create(owner=owner, arms=arms, **_fields(repetitions=2, server_per_block=False))
-
-    experiment = wait_for_experiment(experiment.id, timeout_s=1800)
-
-    assert experiment.status == Experiment.Status.FINISHED
-    runs = list(experiment.runs.select_related("arm", "summary"))
-    assert len(runs) == 3 * 2 * 2  # arms x levels x blocks
-    assert {run.status for run in runs} == {Run.Status.SUCCEEDED}
-    _check_schedule_was_followed(experiment)
-    for run in runs:
-        rows = RequestRecord.objects.filter(run=run)
-        # Each measured prompt once, the warm-up prompt (index 0) never measured.
-        assert sorted(rows.values_list("prompt_index", flat=True)) == list(range(1, 1 + experiment.num_prompts))
-        summary = run.summary
-        assert summary.completed + summary.failed == rows.count()
-        assert summary.total_output_tokens == rows.filter(error="").aggregate(n=Sum("output_tokens"))["n"]
-        assert 0 < summary.achieved_concurrency <= run.concurrency * 1.05
-        for row in rows.filter(error=""):
-            assert len(unpack_token_ids(row.output_token_ids)) == row.output_tokens
-        environment = EnvironmentSnapshot.objects.get(run=run)
-        assert environment.vllm_version
-        binding = plan_binding(os.sched_getaffinity(0))
-        assert environment.cpu_binding == (binding.record() if binding else {})
-        if run.arm.is_baseline:
-            assert not summary.spec_num_drafts
-            continue
-        per_pos = summary.spec_accepted_per_pos
-        assert summary.spec_num_drafts > 0
-        assert len(per_pos) == 3
-        assert all(a >= b for a, b in itertools.pairwise(per_pos)), per_pos
-        assert sum(per_pos) == summary.spec_num_accepted_tokens
-        with_steps = [bool(r.spec_accepted_per_step) for r in rows]
-        # A draft model proposes at every step; an n-gram lookup can find nothing to propose.
-        assert all(with_steps) if run.arm.method == Arm.Method.DRAFT_MODEL else any(with_steps)
-    assert RunSummary.objects.filter(run__experiment=experiment).count() == len(runs)
-    # The analysis was stored with the runs: a speedup per compared arm, level and metric,
-    # a sentence per arm and verdict metric, and the fidelity rows (temperature 0).
-    analysis = ExperimentAnalysis.objects.get(experiment=experiment)
-    estimates = SpeedupEstimate.objects.filter(experiment=experiment)
-    assert estimates.count() == 2 * 2 * len(SpeedupEstimate.Metric)
-    assert all(s.n_repetitions == 2 and len(s.block_ratios) == 2 for s in estimates if s.metric == "tpot")
-    assert {s.outcome for s in estimates} <= {"too few blocks"}  # 2 blocks: estimates, no verdicts
-    assert len(analysis.verdicts) == 2 * 3
-    assert {row["level"] for row in analysis.fidelity} == {1, 4}
-
-
 def _check_schedule_was_followed(experiment: Experiment) -> None:
     """Runs started in schedule order, each (block, arm) on a server of its own, or with one
-    server per arm, each arm's blocks in turn on its server (workers.runner.experiment_sessions)."""
-    by_start = list(experiment.runs.order_by("started_at").values_list("id", flat=True))
-    scheduled = experiment.runs.in_execution_order(server_per_block=experiment.server_per_block)
+    server per arm, each arm's blocks in turn on its server (workers.runner.experiment_sessions).
+    The runs of a synthetic acceptance sweep are left out: a CPU worker refuses them unstarted."""
+    real = experiment.runs.real()
+    by_start = list(real.order_by("started_at").values_list("id", flat=True))
+    scheduled = real.in_execution_order(server_per_block=experiment.server_per_block)
     assert by_start == list(scheduled.values_list("id", flat=True))
     servers = experiment.repetitions if experiment.server_per_block else 1
-    assert all(run.started_at < run.finished_at for run in experiment.runs.all())
+    assert all(run.started_at < run.finished_at for run in real)
     folder = settings.DATA_DIR / "server-logs" / f"experiment-{experiment.id}"
     # One log per server; an earlier test database may have left logs under the same id.
-    logs = [log for log in folder.glob("*.log") if log.stat().st_mtime >= experiment.created_at.timestamp()]
+    logs = [
+        log
+        for log in folder.glob("*.log")
+        if log.stat().st_mtime >= experiment.created_at.timestamp() and "synthetic" not in log.name
+    ]
     assert len(logs) == experiment.arms.count() * servers
 
 
@@ -147,7 +117,8 @@ def _replicate_calls(experiment: Experiment) -> list[str]:
     return [f"{s.outcome} at {s.concurrency}: {s.block_ratios}" for s in rows if s.outcome in (FASTER, SLOWER)]
 
 
-@pytest.mark.skipif(not (TARGET / "config.json").exists(), reason="demo models not built (./dev test builds them)")
+@MODELS_BUILT
+@pytest.mark.django_db(transaction=True)
 def test_an_aa_replicate_is_not_called_different_from_the_baseline(celery_worker_process, owner):
     """Baseline and an identical replicate in 3 randomised blocks: the verdict must not call
     them different, and the block order must be recorded and differ between blocks.
@@ -178,3 +149,187 @@ def test_an_aa_replicate_is_not_called_different_from_the_baseline(celery_worker
         if not calls:
             return
     pytest.fail(f"the A/A replicate was called different from the baseline in two experiments: {calls}")
+
+
+# ---------------------------------------------------------------- one experiment, three capabilities
+
+
+@pytest.fixture(scope="module")
+def arms_experiment(celery_worker_process, django_db_blocker):
+    """The baseline, an n-gram arm with a synthetic sweep of two lengths, a draft-model arm and
+    its calibration arm (the draft served alone), at levels 1 and 2 in two blocks, one server
+    per arm: the three tests below assert on it."""
+    with shared_rows(django_db_blocker):
+        with django_db_blocker.unblock():
+            owner = get_user_model().objects.create_user(username="arms", password="pw-for-tests")
+            arms = [
+                ArmSpec(
+                    method=Arm.Method.NGRAM, num_speculative_tokens=3, synthetic_sweep=SWEEP_LENGTHS,
+                    params={"prompt_lookup_min": 2, "prompt_lookup_max": 4},
+                ),
+                ArmSpec(method=Arm.Method.DRAFT_MODEL, num_speculative_tokens=4, params={"model": str(DRAFT)}),
+            ]  # fmt: skip
+            experiment = services.experiment_create(
+                owner=owner, arms=arms,
+                **_fields(
+                    name="arms on vllm", num_prompts=4, max_tokens=16, concurrency_levels=[1, 2], repetitions=2,
+                    server_per_block=False, aa_replicate=False, draft_calibration=True,
+                ),
+            )  # fmt: skip
+            experiment = wait_for_experiment(experiment.id, timeout_s=1800)
+        yield SimpleNamespace(experiment=experiment, owner=owner)
+
+
+def _arms_client(arms_experiment) -> Client:
+    client = Client()
+    client.force_login(arms_experiment.owner)
+    return client
+
+
+@MODELS_BUILT
+@pytest.mark.django_db
+def test_experiment_runs_end_to_end_on_real_vllm(arms_experiment):
+    experiment = arms_experiment.experiment
+    assert experiment.status == Experiment.Status.FINISHED, list(experiment.runs.values_list("error", flat=True))
+    runs = list(experiment.runs.real().select_related("arm", "summary"))
+    assert len(runs) == 4 * 2 * 2  # arms (with the calibration arm) x levels x blocks
+    assert {run.status for run in runs} == {Run.Status.SUCCEEDED}
+    _check_schedule_was_followed(experiment)
+    for run in runs:
+        rows = RequestRecord.objects.filter(run=run)
+        # Each measured prompt once, the warm-up prompt (index 0) never measured.
+        assert sorted(rows.values_list("prompt_index", flat=True)) == list(range(1, 1 + experiment.num_prompts))
+        summary = run.summary
+        assert summary.completed + summary.failed == rows.count()
+        assert summary.total_output_tokens == rows.filter(error="").aggregate(n=Sum("output_tokens"))["n"]
+        assert 0 < summary.achieved_concurrency <= run.concurrency * 1.05
+        for row in rows.filter(error=""):
+            assert len(unpack_token_ids(row.output_token_ids)) == row.output_tokens
+        environment = EnvironmentSnapshot.objects.get(run=run)
+        assert environment.vllm_version
+        binding = plan_binding(os.sched_getaffinity(0))
+        assert environment.cpu_binding == (binding.record() if binding else {})
+        if not run.arm.is_speculative:  # the baseline, and the calibration arm's plain decoding
+            assert not summary.spec_num_drafts
+            continue
+        per_pos = summary.spec_accepted_per_pos
+        assert summary.spec_num_drafts > 0
+        assert len(per_pos) == run.arm.num_speculative_tokens
+        assert all(a >= b for a, b in itertools.pairwise(per_pos)), per_pos
+        assert sum(per_pos) == summary.spec_num_accepted_tokens
+        with_steps = [bool(r.spec_accepted_per_step) for r in rows]
+        # A draft model proposes at every step; an n-gram lookup can find nothing to propose.
+        assert all(with_steps) if run.arm.method == Arm.Method.DRAFT_MODEL else any(with_steps)
+    assert RunSummary.objects.filter(run__experiment=experiment, run__in=[run.id for run in runs]).count() == len(runs)
+    # The analysis was stored with the runs: a speedup per compared arm, level and metric,
+    # a sentence per arm and verdict metric, and the fidelity rows (temperature 0).
+    analysis = ExperimentAnalysis.objects.get(experiment=experiment)
+    estimates = SpeedupEstimate.objects.filter(experiment=experiment)
+    assert estimates.count() == 2 * 2 * len(SpeedupEstimate.Metric)
+    assert all(s.n_repetitions == 2 and len(s.block_ratios) == 2 for s in estimates if s.metric == "tpot")
+    assert {s.outcome for s in estimates} <= {"too few blocks"}  # 2 blocks: estimates, no verdicts
+    assert len(analysis.verdicts) == 2 * 3
+    assert {row["level"] for row in analysis.fidelity} == {1, 2}
+
+
+@MODELS_BUILT
+@pytest.mark.django_db
+def test_the_calibration_arm_measures_the_draft_cost_that_the_prediction_uses(arms_experiment):
+    experiment = arms_experiment.experiment
+    assert experiment.status == Experiment.Status.FINISHED
+    assert not experiment.runs.real().exclude(status=Run.Status.SUCCEEDED).exists()
+    calibration = experiment.arms.get(is_calibration=True)
+    draft_arm = experiment.arms.get(method=Arm.Method.DRAFT_MODEL)
+    assert calibration.label == "calibration: draft model alone (draft)"
+    # Its server served the draft model alone, with plain decoding.
+    command = EnvironmentSnapshot.objects.filter(run__arm=calibration).first().server_command
+    assert command[command.index("--model") + 1] == str(DRAFT)
+    assert "--speculative-config" not in command
+    assert not SpeedupEstimate.objects.filter(arm=calibration).exists()
+
+    series = experiment.analysis.series
+    [stored] = series["calibration"]
+    rows = {row["level"]: row for row in stored["rows"]}
+    assert sorted(rows) == [1, 2]
+    points = series["predicted"][str(draft_arm.id)]["points"]
+    assert sorted(point["level"] for point in points) == [1, 2]
+    for point in points:
+        row = rows[point["level"]]
+        # c = the draft's step time / the baseline's: a 1-layer draft against the 4-layer target.
+        # Both blocks as a rule; a block whose streamed chunks merged (the client read late on a
+        # loaded host) has no step time to give, and c then rests on the other one.
+        assert row["blocks"] in (1, 2)
+        assert point["cost_source"] == prediction.MEASURED
+        assert point["cost_ratio"] == pytest.approx(row["step_ms"] / row["baseline_step_ms"], rel=1e-9)
+        assert 0 < point["cost_ratio"] < 1
+        assert 1 <= point["tokens_per_step"] <= 5
+        assert point["predicted"] == pytest.approx(point["tokens_per_step"] / (4 * point["cost_ratio"] + 1))
+        assert point["agreement"] in ("agree", "part")
+        assert point["measured_lo"] <= point["measured"] <= point["measured_hi"]
+
+    client = _arms_client(arms_experiment)
+    html = client.get(reverse("experiments:detail", args=[experiment.pk])).text
+    assert 'id="table-calibration"' in html
+    assert "measured at this level by the calibration arm" in html
+    assert "with each draft model served alone to measure its cost" in html
+    assert series["predicted"][str(draft_arm.id)]["sentence"] in html.replace("&#x27;", "'")
+    print(series["predicted"][str(draft_arm.id)]["sentence"], stored["rows"])  # the figures, with pytest -s
+    api = client.get(reverse("api:experiment-results", args=[experiment.pk])).json()
+    assert [arm["is_calibration"] for arm in api["arms"]] == [False, False, False, True]
+    assert api["series"]["calibration"] == series["calibration"]
+
+
+@MODELS_BUILT
+@pytest.mark.django_db
+def test_a_sweep_runs_where_vllm_allows_it_and_never_touches_the_arms_figures(arms_experiment):
+    """What the sweep's runs do depends on the host's vLLM: 0.32's GPU kernels implement
+    synthetic acceptance, its CPU build refuses it (workers/synthetic_acceptance.py). On a host
+    that runs it, the stored sweep is checked against what vLLM measured (τ near the length
+    asked for); on a CPU host, that the worker started no server for the sweep and failed its
+    runs with vLLM's reason, while the arms' own runs, statistics and page are those of an
+    experiment without it."""
+    experiment = arms_experiment.experiment
+    assert experiment.status == Experiment.Status.FINISHED
+    real = experiment.runs.real()
+    assert sorted(real.values_list("status", flat=True)) == [Run.Status.SUCCEEDED] * 16
+    assert RunSummary.objects.succeeded_of(experiment).count() == 16
+    assert set(SpeedupEstimate.objects.filter(experiment=experiment).values_list("concurrency", flat=True)) == {1, 2}
+    (sweep,) = acceptance_sweep.acceptance_sweeps(experiment=experiment)
+    assert sweep.tau is not None
+    assert sweep.tau > 1
+    reason = synthetic_acceptance.unsupported_reason(settings.SPECDASH_VLLM_PYTHON)
+    if reason is None:
+        _check_the_sweep_ran(experiment, sweep)
+    else:
+        _check_the_sweep_was_refused(experiment, sweep, reason)
+    html = _arms_client(arms_experiment).get(reverse("experiments:detail", args=[experiment.pk])).text
+    assert "What acceptance it would take" in html
+    assert "your draft gives τ" in html
+
+
+def _check_the_sweep_ran(experiment, sweep):
+    synthetic = RunSummary.objects.synthetic_sweep_of(experiment).select_related("run")
+    assert sorted({s.run.synthetic_acceptance_length for s in synthetic}) == list(SWEEP_LENGTHS)
+    assert len(sweep.levels) == 2
+    for level in sweep.levels:
+        assert [p.length for p in level.points] == list(SWEEP_LENGTHS)
+        for point in level.points:
+            assert point.speedup > 0
+            # vLLM accepted at the rates that give the length asked for; 4 short requests leave some noise.
+            assert point.measured_tau == pytest.approx(point.length, abs=0.35)
+
+
+def _check_the_sweep_was_refused(experiment, sweep, reason):
+    assert "Synthetic acceptance not supported with CPU sampling" in reason
+    synthetic = experiment.runs.synthetic()
+    assert sorted(set(synthetic.values_list("synthetic_acceptance_length", flat=True))) == list(SWEEP_LENGTHS)
+    assert synthetic.count() == len(SWEEP_LENGTHS) * 2 * 2  # lengths x levels x blocks
+    for run in synthetic:
+        assert run.status == Run.Status.FAILED
+        assert "refuses synthetic acceptance" in run.error
+        assert "Synthetic acceptance not supported with CPU sampling" in run.error
+    # A synthetic session's server log would be named …-synthetic-<length>-…: none was started.
+    assert not list((settings.DATA_DIR / "server-logs" / f"experiment-{experiment.id}").glob("*synthetic*"))
+    assert sweep.failed_runs == synthetic.count()
+    assert all(not level.points for level in sweep.levels)
+    assert not any("failed" in warning for warning in experiment.analysis.warnings)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import redis
 from django.conf import settings
+from django.core.management import call_command
 from django.db import connection
 
 from experiments.models import Experiment
@@ -125,6 +126,21 @@ def _wait_for_log(path: Path, text: str, *, timeout_s: float, process: subproces
             raise RuntimeError(f"the Celery worker exited:\n{path.read_text()[-3000:]}")
         time.sleep(0.2)
     raise TimeoutError(f"the Celery worker did not log {text!r} within {timeout_s} s")
+
+
+@contextlib.contextmanager
+def shared_rows(django_db_blocker) -> Iterator[None]:
+    """Around a module-scoped fixture whose experiment several tests assert on: the fixture
+    writes its rows (and the worker stores its results) inside `django_db_blocker.unblock()`,
+    outside any test's transaction, and the database is flushed when the module is done, as a
+    transactional test flushes after itself. The tests that read those rows use plain
+    `django_db` (a transaction rolled back); a transactional test of the same module must run
+    before them, since its flush would remove the shared rows."""
+    try:
+        yield
+    finally:
+        with django_db_blocker.unblock():
+            call_command("flush", interactive=False, verbosity=0)
 
 
 def wait_for_experiment(experiment_id: int, *, timeout_s: float) -> Experiment:
