@@ -375,13 +375,23 @@ class ExperimentForm(TeamForm):
     slo_tpot_ms = forms.FloatField(required=False, label="TPOT SLO (ms)")
     slo_e2e_ms = forms.FloatField(required=False, label="E2E SLO (ms)")
 
-    def __init__(self, *args, user, speculative_arms: int = MAX_ARMS, sweep_lengths: int = 0, **kwargs):
+    def __init__(
+        self,
+        *args,
+        user,
+        speculative_arms: int = MAX_ARMS,
+        sweep_lengths: int = 0,
+        draft_arms: int | None = None,
+        **kwargs,
+    ):
         """`user`: who submits it, whose teams and prompt sets it may use. `speculative_arms`:
         how many the arm formset posts (the most there can be when unknown); `sweep_lengths`:
-        how many synthetic acceptance lengths its arms list, each a server of its own per block."""
+        how many synthetic acceptance lengths its arms list, each a server of its own per block;
+        `draft_arms`: how many of the posted arms use a draft model (None: not known)."""
         super().__init__(*args, user=user, **kwargs)
         self.speculative_arms = speculative_arms
         self.sweep_lengths = sweep_lengths
+        self.draft_arms = draft_arms
         prompt_sets = UploadedPromptSet.objects.visible_to(user).defer("items").select_related("team")
         self.fields["uploaded_prompt_set"].queryset = prompt_sets
         if prompt_sets.values("team").distinct().count() > 1:
@@ -460,6 +470,12 @@ class ExperimentForm(TeamForm):
         self._check_prompts_per_level(cleaned.get("concurrency_levels"), measured)
         self._check_arrival_span(cleaned.get("request_rate"), measured)
         self._check_time_limit(cleaned)
+        if cleaned.get("draft_calibration") and self.draft_arms == 0:
+            self.add_error(
+                "draft_calibration",
+                "No arm uses a draft model, so there is no draft model to serve alone: add a draft-model arm or "
+                "untick this.",
+            )
         return cleaned
 
     def _check_time_limit(self, cleaned):
@@ -467,8 +483,9 @@ class ExperimentForm(TeamForm):
         needed = ("warmup_requests", "num_prompts", "max_tokens", "concurrency_levels", "repetitions")
         if any(cleaned.get(name) is None for name in needed):
             return
-        # A calibration arm per draft-model arm at most: the formset's methods are not known here.
-        calibrations = self.speculative_arms if cleaned.get("draft_calibration") else 0
+        # A calibration arm per draft-model arm at most (every arm when their methods are not known).
+        drafts = self.speculative_arms if self.draft_arms is None else self.draft_arms
+        calibrations = drafts if cleaned.get("draft_calibration") else 0
         arms = self.speculative_arms + 1 + bool(cleaned.get("aa_replicate")) + calibrations
         limit_s = experiment_limit_s(cleaned, arms=arms + self.sweep_lengths)
         allowed_s = settings.CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"]
@@ -731,6 +748,16 @@ class BaseArmFormSet(forms.BaseFormSet):
 
     def arm_specs(self) -> list[ArmSpec]:
         return [form.arm_spec() for form in self.live_forms()]
+
+    def posted_draft_arms(self) -> int:
+        """How many posted arms (not marked for deletion) use a draft model, before they are
+        validated: whether "Measure the draft model's cost" has anything to measure."""
+        return sum(
+            1
+            for form in self.forms
+            if form.data.get(form.add_prefix("method")) == Arm.Method.DRAFT_MODEL
+            and not form.data.get(form.add_prefix("DELETE"))
+        )
 
     def posted_sweep_lengths(self) -> int:
         """The synthetic acceptance lengths the posted arms list, before they are validated:

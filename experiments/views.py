@@ -111,6 +111,7 @@ def experiment_create(request):
         user=request.user,
         speculative_arms=arms.total_form_count() if arms.is_bound else 1,
         sweep_lengths=arms.posted_sweep_lengths() if arms.is_bound else 0,
+        draft_arms=arms.posted_draft_arms() if arms.is_bound else None,
     )
     origin_form = OriginForm(request.POST or None, user=request.user)
     # Validate all, so that every error shows at once.

@@ -150,6 +150,7 @@ def _form_messages(client, field: str, **overrides) -> list[str]:
         ({"max_tokens": 600}, {"max_tokens": "600"}, "max_tokens"),
         ({"equivalence_margin": 60}, {"equivalence_margin": "60"}, "equivalence_margin"),
         ({"name": "<b>x</b>"}, {"name": "<b>x</b>"}, "name"),
+        ({"draft_calibration": True}, {"draft_calibration": "on"}, "draft_calibration"),  # no draft-model arm
     ],
 )
 def test_a_refused_spec_gets_the_forms_message(api, logged_in_client, spec, form, field):

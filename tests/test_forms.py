@@ -17,7 +17,16 @@ MODELS = settings.SPECDASH_MODELS_DIR
 
 
 def bind(data):
-    return ExperimentForm(data, user=UserFactory(username="alice")), ArmFormSet(data, prefix=ARM_FORMSET_PREFIX)
+    """The two forms as the create view binds them: the experiment form knows the posted arms."""
+    arms = ArmFormSet(data, prefix=ARM_FORMSET_PREFIX)
+    form = ExperimentForm(
+        data,
+        user=UserFactory(username="alice"),
+        speculative_arms=arms.total_form_count(),
+        sweep_lengths=arms.posted_sweep_lengths(),
+        draft_arms=arms.posted_draft_arms(),
+    )
+    return form, arms
 
 
 FIRST_K = ("arm", 0, "num_speculative_tokens")
@@ -116,6 +125,11 @@ BAD_INPUTS = {
     "TTFT SLO negative": (form_data(slo_ttft_ms="-5"), "slo_ttft_ms"),
     "TPOT SLO 0": (form_data(slo_tpot_ms="0"), "slo_tpot_ms"),
     "E2E SLO malformed": (form_data(slo_e2e_ms="fast"), "slo_e2e_ms"),
+    "draft cost asked with no draft-model arm": (form_data(draft_calibration="on"), "draft_calibration"),
+    "draft cost asked, the draft-model arm removed": (
+        form_data(arms=[NGRAM_ARM_FORM, {**DRAFT_ARM_FORM, "DELETE": "on"}], draft_calibration="on"),
+        "draft_calibration",
+    ),
     "too many arms": (
         form_data(arms=[{**NGRAM_ARM_FORM, "num_speculative_tokens": str(k)} for k in range(1, 10)]),
         "arms",
@@ -330,3 +344,11 @@ def test_good_input_creates_experiment_arms_runs_and_dispatch(
     assert Run.objects.filter(experiment=experiment).count() == 3 * 2 * 2  # arms × levels × repetitions
     assert experiment.prompt_set_hash == workloads.prompt_set_hash("chat")
     celery_dispatch.assert_called_once_with(args=[experiment.id], queue="h100")
+
+
+def test_the_draft_cost_is_measured_when_a_draft_model_arm_is_posted():
+    form, arms = bind(form_data(arms=[NGRAM_ARM_FORM, DRAFT_ARM_FORM], draft_calibration="on"))
+
+    assert form.is_valid(), form.errors
+    assert arms.is_valid()
+    assert form.cleaned_data["draft_calibration"] is True

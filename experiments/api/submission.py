@@ -122,7 +122,11 @@ def submission_from_spec(spec, *, user) -> Submission:
         raise SpecInvalid(shape_errors, _shape_messages(shape_errors))
     arms = ArmFormSet(data, prefix=ARM_FORMSET_PREFIX)
     form = ExperimentForm(
-        data, user=user, speculative_arms=arms.total_form_count(), sweep_lengths=arms.posted_sweep_lengths()
+        data,
+        user=user,
+        speculative_arms=arms.total_form_count(),
+        sweep_lengths=arms.posted_sweep_lengths(),
+        draft_arms=arms.posted_draft_arms(),
     )
     if not all([form.is_valid(), arms.is_valid()]):
         errors = _form_errors(form)
