@@ -1,12 +1,9 @@
 """Integration-test helpers: a small protocol on the demo target, submitted through the API
-with a user's token, and followed until the worker ends it."""
+with a user's token (tests/test_multi_worker_integration.py waits for the workers to end it)."""
 
 from django.test import Client
 from django.urls import reverse
 from rest_framework.authtoken.models import Token
-
-from experiments.models import Experiment
-from tests.worker_fixtures import wait_for_experiment
 
 # One n-gram arm, one block at concurrency 1, short outputs: a few CPU minutes.
 SMALL_SPEC = {
@@ -20,8 +17,8 @@ def token_client(user) -> Client:
     return Client(headers={"Authorization": f"Token {Token.objects.get_or_create(user=user)[0].key}"})
 
 
-def run_through_api(user, **spec) -> Experiment:
-    """Submit SMALL_SPEC with `spec` laid over it, and wait for the real worker to end it."""
+def submit_through_api(user, **spec) -> int:
+    """Submit SMALL_SPEC with `spec` laid over it; the new experiment's id."""
     response = token_client(user).post(reverse("api:experiments"), SMALL_SPEC | spec, content_type="application/json")
     assert response.status_code == 201, response.content
-    return wait_for_experiment(response.json()["id"], timeout_s=900)
+    return response.json()["id"]

@@ -2,12 +2,16 @@
 Celery worker processes, each with its own node name, and real vLLM CPU servers running the
 demo target.
 
-- `hostA` is one host's own queue, with one worker (a);
+- `hostA` is one host's own queue, with one worker (a) whose CPU servers get a KV cache of a
+  few hundred tokens (SPECDASH_CPU_KVCACHE_GIB);
 - `pool` is a queue two workers listen on: b, which also serves its own `hostB`, and c.
 
-Three tiny experiments are submitted through the service at once, one on `hostA` and two on
-`pool`. From what PostgreSQL recorded (each run's status, attempts, worker node name, its
-requests and environment) and what the workers logged, the test checks that:
+Four small experiments are submitted at once: one on `hostA` (more concurrent long outputs
+than its KV cache holds), three on `pool` through the API. Each vLLM server start costs most of
+a minute on a CPU host, so the pooled experiments are also the workloads that need a run of
+their own: an uploaded prompt set with categories, a chat set on the chat endpoint and a
+synthetic workload of two input lengths, and the `hostA` one is the capacity experiment. One
+test checks how the fleet ran them, the others what each workload's experiment stored:
 
 - every run was executed exactly once: succeeded at its first attempt, one summary, one
   environment snapshot, each measured prompt stored once, and each experiment received by
@@ -15,17 +19,19 @@ requests and environment) and what the workers logged, the test checks that:
 - by a worker of the experiment's queue: the `hostA` one by a, the `pool` ones by b and c;
 - an experiment's arms never split across workers: all runs of one experiment name one
   worker (the worker that takes an experiment holds it and runs every arm itself);
-- progress is fair: two experiments on a queue two idle workers listen on run at the same
-  time, one on each worker. Neither waits for the other to finish: each one's first run
-  starts before the other's last run ends.
+- progress is fair: the first two experiments on a queue two idle workers listen on run at
+  the same time, one on each worker. Neither waits for the other to finish: each one's first
+  run starts before the other's last run ends.
 
 The page names the worker that executed the experiment. Every worker and vLLM server the
 test started is gone at the end.
 """
 
+import json
 import re
 import subprocess
 import time
+from dataclasses import dataclass
 
 import pytest
 import redis
@@ -33,33 +39,143 @@ from django.conf import settings
 from django.urls import reverse
 
 from experiments import services
-from experiments.models import Arm, EnvironmentSnapshot, Experiment, Run, RunSummary
+from experiments.breakdowns import length_bucket
+from experiments.input_lengths import parse_length_distribution
+from experiments.models import Arm, EnvironmentSnapshot, Experiment, RequestRecord, Run, RunSummary
+from experiments.prompt_sets import prompt_set_upload
+from experiments.prompt_uploads import prompt_file_read
 from experiments.services import ArmSpec
-from experiments.workloads import prompt_set_hash
-from tests.factories import UserFactory
-from tests.worker_fixtures import celery_workers, wait_for_experiment
+from experiments.tokens import unpack_token_ids
+from experiments.workloads import get_prompt_set, prompt_set_hash
+from tests.api_helpers import submit_through_api, token_client
+from tests.factories import UserFactory, experiment_fields
+from tests.worker_fixtures import celery_workers, shared_rows, wait_for_experiment
+from workers.chat_template import PLAIN_TEMPLATE
 
-pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.django_db,
+    pytest.mark.skipif(
+        not (settings.SPECDASH_MODELS_DIR / "target" / "config.json").exists(),
+        reason="demo models not built (./dev test builds them)",
+    ),
+]
 
-TARGET = settings.SPECDASH_MODELS_DIR / "target"
-NGRAM = ArmSpec(
-    method=Arm.Method.NGRAM, num_speculative_tokens=3, params={"prompt_lookup_min": 2, "prompt_lookup_max": 4}
-)
-WORKERS = [("hostA", "host-a"), ("hostB,pool", "host-b"), ("pool", "pool-c")]
+# 6,000,000 bytes: vLLM 0.32 on CPU fits 640 tokens of the demo target (4 layers, 256 wide, float32)
+# and the n-gram arm the same; eight requests of 200 output tokens need about three times that.
+SMALL_KV_GIB = 6_000_000 / 2**30
+WORKERS = [
+    ("hostA", "host-a", {"SPECDASH_CPU_KVCACHE_GIB": repr(SMALL_KV_GIB)}),
+    ("hostB,pool", "host-b", None),
+    ("pool", "pool-c", None),
+]
 QUEUES = ["hostA", "hostB", "pool"]
-NUM_PROMPTS = 3
+TWO_LENGTHS = "6:1, 200:1"
 
 
-def _submit(owner, queue: str, name: str) -> Experiment:
+@dataclass
+class Fleet:
+    owner: object
+    nodes: tuple[str, str, str]
+    capacity: Experiment
+    uploaded: Experiment
+    chat: Experiment
+    lengths: Experiment
+    uploaded_set: object
+    logs: dict[str, str]
+    commands: list[str]
+    running_after: str
+    wall_s: float
+
+    @property
+    def experiments(self) -> list[Experiment]:
+        return [self.capacity, self.uploaded, self.chat, self.lengths]
+
+
+def _uploaded_set(owner, name: str, lines: list[dict]):
+    data = "\n".join(json.dumps(line) for line in lines).encode()
+    parsed = prompt_file_read("e", data)
+    return prompt_set_upload(owner=owner, name=name, file_name=f"{name}.jsonl", size_bytes=len(data), parsed=parsed)
+
+
+def _categorised_set(owner):
+    prompts = get_prompt_set("code_edit").prompts[:8]
+    lines = [{"prompt": prompt, "category": "short" if len(prompt.split()) < 21 else "long"} for prompt in prompts]
+    return _uploaded_set(owner, "edits", lines)
+
+
+def _chat_set(owner):
+    lines = [
+        {
+            "messages": [{"role": "system", "content": "Edit the code."}, {"role": "user", "content": prompt}],
+            # The item's text is its messages' text: the system message's 3 words and the prompt's.
+            "category": f"{3 + len(prompt.split())} words",
+        }
+        # 24, 26, 22, 25, 22, 29, 26, 17, 18, 34, 27 and 27 words.
+        for prompt in get_prompt_set("code_edit").prompts[:12]
+    ]
+    return _uploaded_set(owner, "chat-edits", lines)
+
+
+def _submit_capacity(owner) -> int:
+    """More concurrent long outputs than worker a's KV cache holds, so that vLLM preempts."""
     return services.experiment_create(
-        owner=owner, arms=[NGRAM], name=name, target_model=str(TARGET), dtype="float32", max_model_len=512,
-        prompt_set="code_edit", prompt_set_hash=prompt_set_hash("code_edit"), num_prompts=NUM_PROMPTS,
-        max_tokens=16, concurrency_levels=[1], repetitions=1, warmup_requests=1, worker_queue=queue,
-    )  # fmt: skip
+        owner=owner,
+        arms=[ArmSpec(method=Arm.Method.NGRAM, num_speculative_tokens=2, params={"prompt_lookup_min": 2})],
+        **experiment_fields(
+            name="small KV cache", prompt_set="code_edit", prompt_set_hash=prompt_set_hash("code_edit"),
+            num_prompts=8, max_tokens=200, ignore_eos=True, temperature=0.0, concurrency_levels=[8],
+            repetitions=1, warmup_requests=1, worker_queue="hostA", aa_replicate=False,
+        ),
+    ).id  # fmt: skip
 
 
 def _processes() -> str:
     return subprocess.run(["ps", "-ww", "-eo", "args"], capture_output=True, text=True, check=True).stdout
+
+
+def _run_fleet() -> Fleet:
+    # Tasks an interrupted earlier session left on these queues name experiments of its database.
+    redis.Redis.from_url(settings.CELERY_BROKER_URL).delete(*QUEUES)
+    owner = UserFactory(username="fleet")
+    uploaded_set = _categorised_set(owner)
+    chat_set = _chat_set(owner)
+    with celery_workers(WORKERS) as workers:
+        started = time.monotonic()
+        ids = [
+            _submit_capacity(owner),
+            submit_through_api(
+                owner, name="uploaded on vllm", workload_kind="uploaded", uploaded_prompt_set=uploaded_set.pk,
+                num_prompts=6, worker_queue="pool",
+            ),
+            submit_through_api(
+                owner, name="chat on vllm", workload_kind="uploaded", endpoint="chat",
+                uploaded_prompt_set=chat_set.pk, num_prompts=4, input_lengths="23-27", worker_queue="pool",
+            ),
+            submit_through_api(
+                owner, name="two lengths on vllm", workload_kind="synthetic", prompt_set="", input_lengths=TWO_LENGTHS,
+                num_prompts=6, seed=4, worker_queue="pool",
+            ),
+        ]  # fmt: skip
+        done = [wait_for_experiment(experiment_id, timeout_s=1500) for experiment_id in ids]
+        wall_s = time.monotonic() - started
+        logs = {worker.node: worker.log_path.read_text() for worker in workers}
+        snapshots = EnvironmentSnapshot.objects.filter(run__experiment__in=ids)
+        commands = [" ".join(snapshot.server_command) for snapshot in snapshots]
+    return Fleet(
+        owner, tuple(worker.node for worker in workers), *done, uploaded_set, logs, commands, _processes(), wall_s
+    )
+
+
+@pytest.fixture(scope="module")
+def fleet(django_db_setup, django_db_blocker):
+    with shared_rows(django_db_blocker):
+        with django_db_blocker.unblock():
+            fleet = _run_fleet()
+        yield fleet
+
+
+# ---------------------------------------------------------------- the fleet
 
 
 def _assert_executed_once(experiment: Experiment) -> None:
@@ -68,7 +184,7 @@ def _assert_executed_once(experiment: Experiment) -> None:
         assert RunSummary.objects.filter(run=run).count() == 1
         assert EnvironmentSnapshot.objects.filter(run=run).count() == 1
         indexes = list(run.requests.values_list("prompt_index", flat=True))
-        assert len(indexes) == len(set(indexes)) == NUM_PROMPTS, run
+        assert len(indexes) == len(set(indexes)) == experiment.num_prompts, run
 
 
 def _received(logs: dict[str, str], experiment: Experiment) -> list[str]:
@@ -82,42 +198,130 @@ def _span(experiment: Experiment) -> tuple:
     return min(run.started_at for run in runs), max(run.finished_at for run in runs)
 
 
-@pytest.mark.skipif(not (TARGET / "config.json").exists(), reason="demo models not built (./dev test builds them)")
-def test_workers_take_their_queues_run_each_experiment_whole_and_share_a_queue_fairly(client):
-    # Tasks an interrupted earlier session left on these queues name experiments of its database.
-    redis.Redis.from_url(settings.CELERY_BROKER_URL).delete(*QUEUES)
-    owner = UserFactory(username="fleet")
-    with celery_workers(WORKERS) as workers:
-        a, b, c = (worker.node for worker in workers)
-        started = time.monotonic()
-        on_a = _submit(owner, "hostA", "on host A")
-        pooled = [_submit(owner, "pool", f"pooled {i}") for i in (1, 2)]
-        done = [wait_for_experiment(e.id, timeout_s=900) for e in (on_a, *pooled)]
-        wall_s = time.monotonic() - started
-        logs = {worker.node: worker.log_path.read_text() for worker in workers}
-        commands = [" ".join(s.server_command) for s in EnvironmentSnapshot.objects.all()]
-    assert [e.status for e in done] == [Experiment.Status.FINISHED] * 3
+def test_workers_take_their_queues_run_each_experiment_whole_and_share_a_queue_fairly(fleet, client):
+    a, b, c = fleet.nodes
+    done = fleet.experiments
+    assert [e.status for e in done] == [Experiment.Status.FINISHED] * 4, [e.runs.first().error for e in done]
 
     for experiment in done:
         _assert_executed_once(experiment)
-        assert len(_received(logs, experiment)) == 1
+        assert len(_received(fleet.logs, experiment)) == 1
     workers_of = {e.id: set(e.runs.values_list("worker_name", flat=True)) for e in done}
     assert all(len(names) == 1 for names in workers_of.values()), workers_of  # never split
-    assert workers_of[on_a.id] == {a}
+    assert workers_of[fleet.capacity.id] == {a}
+    pooled = [fleet.uploaded, fleet.chat]
     assert workers_of[pooled[0].id] | workers_of[pooled[1].id] == {b, c}  # one each
+    assert workers_of[fleet.lengths.id] <= {b, c}
 
     (first_start, first_end), (second_start, second_end) = (_span(e) for e in pooled)
     # Neither waited for the other to finish.
     assert second_start < first_end
     assert first_start < second_end
 
-    client.force_login(owner)
-    page = client.get(reverse("experiments:detail", args=[on_a.pk])).text
+    client.force_login(fleet.owner)
+    page = client.get(reverse("experiments:detail", args=[fleet.capacity.pk])).text
     assert f'id="executed-by">Executed by worker <span class="mono">{a}</span>' in page
 
-    running = _processes()
-    assert not [node for node in (a, b, c) if f"-n {node}" in running]
-    assert not [command for command in commands if command in running]
+    assert not [node for node in (a, b, c) if f"-n {node}" in fleet.running_after]
+    assert not [command for command in fleet.commands if command in fleet.running_after]
     overlap_s = min(first_end, second_end) - max(first_start, second_start)
-    print(f"3 experiments on 3 workers: {wall_s:.0f} s from submission to the last one finished")
-    print(f"the two pooled experiments overlapped for {overlap_s.total_seconds():.0f} s")
+    print(f"4 experiments on 3 workers: {fleet.wall_s:.0f} s from submission to the last one finished")
+    print(f"the two first pooled experiments overlapped for {overlap_s.total_seconds():.0f} s")
+
+
+# ---------------------------------------------------------------- what each workload's experiment stored
+
+
+def test_a_run_with_a_small_kv_cache_preempts_and_records_it(fleet, client):
+    """The capacity figures: worker a's servers preempted, and the figures land in the run
+    summaries, on the page and in the API."""
+    experiment = fleet.capacity
+    assert experiment.status == Experiment.Status.FINISHED, list(experiment.runs.values_list("error", flat=True))
+    summaries = list(RunSummary.objects.filter(run__experiment=experiment).select_related("run__arm"))
+    assert len(summaries) == 2
+    for summary in summaries:
+        label = summary.run.arm.label
+        assert summary.capacity_samples > 0, label
+        assert summary.preemptions > 0, label
+        assert summary.kv_cache_usage_peak >= 0.9, label
+        assert 0 < summary.kv_cache_usage_mean <= summary.kv_cache_usage_peak, label
+        # The cache holds about two of the eight requests at once: the others wait.
+        assert 1 <= summary.requests_running_max < 8, label
+        assert summary.requests_waiting_max > 0, label
+
+    client.force_login(fleet.owner)
+    html = client.get(reverse("experiments:detail", args=[experiment.pk])).text
+    assert 'id="table-capacity"' in html
+    assert "not recorded" not in html
+    body = client.get(reverse("api:experiment-results", args=[experiment.pk])).json()
+    [row] = body["capacity"]
+    assert row["arm"]["preemptions"] > 0
+    assert row["baseline"]["preemptions"] > 0
+    assert body["capacity_warnings"] == []  # both preempted: nothing the arm did alone
+
+
+def test_an_uploaded_set_runs_and_is_broken_down_by_category(fleet):
+    """An uploaded prompt set with categories, on the completions endpoint: the runs send its
+    prompts, and the analysis breaks speedup and acceptance down by category."""
+    experiment = fleet.uploaded
+    assert experiment.status == Experiment.Status.FINISHED
+    assert experiment.prompt_set_hash == fleet.uploaded_set.sha256
+    rows = RequestRecord.objects.filter(run__experiment=experiment)
+    assert sorted(set(rows.values_list("prompt_index", flat=True))) == list(range(1, 7))
+    groups = experiment.analysis.series["by_category"]
+    # Prompts 1-6 of the set: 2 and 4 are short (19 words), the others long.
+    assert [(group["group"], group["prompts"]) for group in groups] == [("long", 4), ("short", 2)]
+    assert all(group["acceptance"] and group["cells"][0]["outcome"] == "too few blocks" for group in groups)
+    results = token_client(fleet.owner).get(reverse("api:experiment-results", args=[experiment.pk])).json()
+    assert results["series"]["by_category"] == groups
+
+
+def test_a_chat_set_runs_through_the_chat_endpoint(fleet):
+    """A JSONL set of chat messages with categories, run through /v1/chat/completions on the
+    demo target (which gets specdash's plain chat template), measured like completions, with
+    per-request speculative metrics; only the set's prompts in the experiment's input-length
+    range are sent."""
+    experiment = fleet.chat
+    assert experiment.status == Experiment.Status.FINISHED
+    for command in EnvironmentSnapshot.objects.filter(run__experiment=experiment).values_list(
+        "server_command", flat=True
+    ):
+        assert command[command.index("--chat-template") + 1] == str(PLAIN_TEMPLATE)
+    rows = list(RequestRecord.objects.filter(run__experiment=experiment).select_related("run__arm"))
+    assert len(rows) == 2 * 4
+    for row in rows:
+        assert row.error == ""
+        assert row.output_tokens > 0
+        assert row.input_tokens > 0
+        assert len(unpack_token_ids(row.output_token_ids)) == row.output_tokens == sum(row.chunk_tokens)
+    speculative = [row for row in rows if row.run.arm.is_speculative]
+    # Per-request speculative metrics arrive on the chat stream's last event, as on completions.
+    assert any(row.spec_proposed_per_step for row in speculative)
+    groups = experiment.analysis.series["by_category"]
+    # Items 2, 4, 7 and 11 of the file (the first, 24 words, warms up); unfiltered, the
+    # measured items would have been of 26, 22, 25 and 22 words.
+    assert [(group["group"], group["prompts"]) for group in groups] == [
+        ("25 words", 1),
+        ("26 words", 2),
+        ("27 words", 1),
+    ]
+
+
+def test_a_two_length_workload_is_broken_down_by_input_length(fleet):
+    """A synthetic workload with two input lengths: the prompts sent have the drawn lengths,
+    and the analysis breaks speedup down by input-length bucket."""
+    experiment = fleet.lengths
+    assert experiment.status == Experiment.Status.FINISHED
+    assert experiment.synthetic_input_len == 200
+    drawn = parse_length_distribution(TWO_LENGTHS).draw(experiment.warmup_requests + 6, seed=4)
+    tokens = dict(RequestRecord.objects.filter(run__experiment=experiment).values_list("prompt_index", "input_tokens"))
+    assert sorted(tokens) == list(range(1, 7))
+    # prompt_index is the prompt's position among all sent, warm-up first.
+    # Each word is at least one token: the server counted at least the words sent.
+    assert all(tokens[index] >= drawn[index] for index in tokens)
+    short = {index for index in tokens if drawn[index] == 6}
+    assert 0 < len(short) < 6, "seed 4 should draw both lengths among the measured prompts"
+    groups = experiment.analysis.series["by_input_length"]
+    expected = {length_bucket(tokens[index]) for index in tokens}
+    assert {group["group"] for group in groups} == expected
+    assert sum(group["prompts"] for group in groups) == 6

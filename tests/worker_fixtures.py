@@ -52,20 +52,19 @@ class WorkerProcess:
 def celery_worker(queue: str, env: dict[str, str] | None = None) -> Iterator[Path]:
     """A worker process on `queue`, with `env` added to its environment (its settings), named
     after the queue and the test database; yields its log's path, stops it on exit."""
-    with celery_workers([(queue, None)], env=env) as (worker,):
+    with celery_workers([(queue, None, env)]) as (worker,):
         yield worker.log_path
 
 
 @contextlib.contextmanager
-def celery_workers(
-    specs: list[tuple[str, str | None]], env: dict[str, str] | None = None
-) -> Iterator[list[WorkerProcess]]:
-    """Several worker processes at once, one per (queues, name) in `specs`: `queues` is the
-    comma-separated list its `-Q` takes, `name` makes its node name distinct (None: named
-    after the queue). They start side by side, and each is stopped on every exit path, with
-    the vLLM servers it left behind if it had to be killed."""
+def celery_workers(specs: list[tuple[str, str | None, dict[str, str] | None]]) -> Iterator[list[WorkerProcess]]:
+    """Several worker processes at once, one per (queues, name, env) in `specs`: `queues` is
+    the comma-separated list its `-Q` takes, `name` makes its node name distinct (None: named
+    after the queue), `env` is added to its environment (its settings). They start side by
+    side, and each is stopped on every exit path, with the vLLM servers it left behind if it
+    had to be killed."""
     with contextlib.ExitStack() as stack:
-        workers = [stack.enter_context(_worker_process(queues, name, env)) for queues, name in specs]
+        workers = [stack.enter_context(_worker_process(queues, name, env)) for queues, name, env in specs]
         for worker in workers:
             _wait_for_log(worker.log_path, "ready.", timeout_s=60, process=worker.process)
         yield workers
