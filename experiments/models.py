@@ -7,6 +7,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
+from experiments.fields import PackedArrayField
 from experiments.teams import visible_q
 
 # The most GPUs one server may span: a node of eight.
@@ -580,15 +581,18 @@ class RequestRecord(models.Model):
     ttft_ms = models.FloatField(null=True)
     e2e_ms = models.FloatField(null=True)
     tpot_ms = models.FloatField(null=True, help_text="(E2E - TTFT) / (output tokens - 1); empty for one token.")
-    chunk_times_ms = ArrayField(
-        models.FloatField(), default=list, help_text="Arrival of each content chunk after send."
+    # The four lists and the output token ids are stored packed (experiments/packed.py): PostgreSQL
+    # copies bytes where an array column parsed every element, which made ingestion slow
+    # (docs/benchmarks.md). The ORM reads them back as lists.
+    chunk_times_ms = PackedArrayField(
+        element="float64", default=list, help_text="Arrival of each content chunk after send."
     )
-    chunk_tokens = ArrayField(models.PositiveIntegerField(), default=list)
+    chunk_tokens = PackedArrayField(element="uint32", default=list)
     finish_reason = models.CharField(max_length=32, blank=True)
     error = models.TextField(blank=True)
     spec_acceptance_length = models.FloatField(null=True)
-    spec_accepted_per_step = ArrayField(models.PositiveSmallIntegerField(), null=True)
-    spec_proposed_per_step = ArrayField(models.PositiveSmallIntegerField(), null=True)
+    spec_accepted_per_step = PackedArrayField(element="uint16", null=True)
+    spec_proposed_per_step = PackedArrayField(element="uint16", null=True)
     # The output's token ids as unsigned 32-bit little-endian integers (experiments/tokens.py):
     # enough to tell whether an arm's output equals the baseline's, and where it first differs.
     output_token_ids = models.BinaryField(null=True)

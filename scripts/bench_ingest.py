@@ -33,7 +33,7 @@ from django.db import transaction  # noqa: E402
 
 from experiments import teams  # noqa: E402
 from experiments.models import Arm, Experiment, Run  # noqa: E402
-from experiments.tokens import pack_token_ids  # noqa: E402
+from experiments.packed import FLOAT64, UINT16, UINT32  # noqa: E402
 from tests.factories import simulated_decoding, spec_counters  # noqa: E402
 from workers.ingest import _copy_requests, ingest_run  # noqa: E402
 from workers.loadgen import LoadResult, RequestResult  # noqa: E402
@@ -60,9 +60,15 @@ def request_result(
     return RequestResult(
         prompt_index=prompt_index, input_tokens=rng.randint(80, 400), output_tokens=output_tokens,
         sent_at_s=prompt_index * 0.01, ttft_ms=ttft, e2e_ms=times[-1], tpot_ms=(times[-1] - ttft) / (output_tokens - 1),
-        chunk_times_ms=times, output_token_ids=[rng.randrange(32000) for _ in range(output_tokens)],
-        finish_reason="length", **decoding,
+        chunk_times_ms=FLOAT64.new(times), finish_reason="length", **recorded(decoding),
+        output_token_ids=UINT32.new(rng.randrange(32000) for _ in range(output_tokens)),
     )  # fmt: skip
+
+
+def recorded(decoding: dict) -> dict:
+    """The simulator's lists as the load generator records them (array.array)."""
+    kinds = {"chunk_tokens": UINT32, "spec_accepted_per_step": UINT16, "spec_proposed_per_step": UINT16}
+    return {name: kinds[name].new(value) if name in kinds else value for name, value in decoding.items()}
 
 
 def _runs(experiment: Experiment, arms: list[Arm], count: int, first_repetition: int) -> list[Run]:
@@ -104,7 +110,7 @@ def _time_encoding(runs, loads) -> float:
     COPY that does not depend on PostgreSQL or on waiting for a core."""
     start = time.process_time()
     for run, (load, _) in zip(runs, loads, strict=True):
-        copy_buffer(run.id, load.requests, pack_token_ids)
+        copy_buffer(run.id, load.requests)
     return time.process_time() - start
 
 

@@ -31,7 +31,6 @@ django.setup()
 from django.db import connection  # noqa: E402
 
 from experiments.models import RequestRecord, Run  # noqa: E402
-from experiments.tokens import pack_token_ids  # noqa: E402
 from scripts.bench_ingest import request_result  # noqa: E402
 from workers.ingest import REQUEST_COLUMNS  # noqa: E402
 from workers.request_copy import SIGNATURE, TRAILER, copy_buffer  # noqa: E402
@@ -59,7 +58,7 @@ class Template:
     def __init__(self, per_run: int, k: int | None, seed: int):
         rng = random.Random(seed)
         requests = [request_result(rng, i, k, 0.7, OUTPUT_TOKENS) for i in range(per_run)]
-        self.rows = np.frombuffer(copy_buffer(0, requests, pack_token_ids)[len(SIGNATURE) : -len(TRAILER)], np.uint8)
+        self.rows = np.frombuffer(copy_buffer(0, requests)[len(SIGNATURE) : -len(TRAILER)], np.uint8)
         self.positions = _run_id_offsets(self.rows.tobytes())[:, None] + np.arange(8)
 
     def for_run(self, run_id: int) -> bytes:

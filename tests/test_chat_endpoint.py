@@ -86,10 +86,10 @@ def test_chat_streams_are_measured_like_completions():
     assert [body["messages"][-1]["content"] for body in bodies] == ["Rename x.", "Again."]
     for result in load.requests:
         assert result.error == ""
-        assert (result.input_tokens, result.output_tokens, result.chunk_tokens) == (9, 3, [1, 2])
-        assert result.output_token_ids == [5, 6, 7]
+        assert (result.input_tokens, result.output_tokens, list(result.chunk_tokens)) == (9, 3, [1, 2])
+        assert list(result.output_token_ids) == [5, 6, 7]
         assert result.ttft_ms == result.chunk_times_ms[0]
-        assert (result.spec_acceptance_length, result.spec_proposed_per_step) == (2.0, [2, 2])
+        assert (result.spec_acceptance_length, list(result.spec_proposed_per_step)) == (2.0, [2, 2])
 
 
 # ---------------------------------------------------------------- what the runs send

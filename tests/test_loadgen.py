@@ -1,6 +1,7 @@
 import asyncio
 import itertools
 import json
+from array import array
 
 import pytest
 from aiohttp import web
@@ -78,15 +79,15 @@ def _fold(events, times):
 def test_real_events_count_tokens_not_text():
     result = _fold(REAL_EVENTS, [40.0, 60.0, 75.0, 90.0, 91.0])
     assert result.error == ""
-    assert result.chunk_tokens == [1, 1, 2, 2]
-    assert result.output_token_ids == [268, 107, 107, 107, 107, 107]
-    assert result.chunk_times_ms == [40.0, 60.0, 75.0, 90.0]
+    assert result.chunk_tokens == array("I", [1, 1, 2, 2])
+    assert result.output_token_ids == array("I", [268, 107, 107, 107, 107, 107])
+    assert result.chunk_times_ms == array("d", [40.0, 60.0, 75.0, 90.0])
     assert (result.input_tokens, result.output_tokens, result.finish_reason) == (3, 6, "length")
     assert (result.ttft_ms, result.e2e_ms) == (40.0, 90.0)
     assert result.tpot_ms == pytest.approx(10.0)  # (90 - 40) / (6 - 1)
     assert result.spec_acceptance_length == 2.25
-    assert result.spec_accepted_per_step == [0, 1, 1, 3]
-    assert result.spec_proposed_per_step == [1, 1, 1, 3]
+    assert result.spec_accepted_per_step == array("H", [0, 1, 1, 3])
+    assert result.spec_proposed_per_step == array("H", [1, 1, 1, 3])
 
 
 def test_baseline_events_have_no_spec_metrics():
@@ -223,8 +224,8 @@ def test_streamed_requests_are_timed_from_their_chunks():
     assert [r.prompt_index for r in load.requests] == [0, 1, 2, 3]
     for result in load.requests:
         assert result.error == ""
-        assert result.chunk_tokens == [1, 2, 3]
-        assert result.output_token_ids == [11, 12, 13, 14, 15, 16]
+        assert list(result.chunk_tokens) == [1, 2, 3]
+        assert list(result.output_token_ids) == [11, 12, 13, 14, 15, 16]
         assert result.queue_ms is None  # no request rate: nothing is scheduled, nothing queues
         assert (result.input_tokens, result.output_tokens, result.finish_reason) == (4, 6, "length")
         # The server sleeps before each chunk, so these are lower bounds whatever the host's load.
@@ -233,7 +234,7 @@ def test_streamed_requests_are_timed_from_their_chunks():
         assert result.e2e_ms == result.chunk_times_ms[-1]
         assert len(stats.itl_ms(result.chunk_times_ms)) == 2
         assert result.tpot_ms == pytest.approx((result.e2e_ms - result.ttft_ms) / 5)
-        assert (result.spec_acceptance_length, result.spec_accepted_per_step) == (2.0, [1, 2])
+        assert (result.spec_acceptance_length, list(result.spec_accepted_per_step)) == (2.0, [1, 2])
     assert fake.max_active == 2
     assert all(body["seed"] == 42 and body["return_token_ids"] for body in fake.bodies)
     # Two waves of two requests, each wave at least three chunk delays long.
@@ -272,7 +273,7 @@ def test_a_stream_that_ends_without_done_is_a_failure():
     # server did not finish the response.
     load, _ = _load(["ok", "no done"])
     assert [r.error for r in load.requests] == ["", "stream ended before [DONE]"]
-    assert load.requests[1].chunk_tokens == [1, 2, 3]
+    assert list(load.requests[1].chunk_tokens) == [1, 2, 3]
     assert load.requests[1].ttft_ms is None
 
 

@@ -1,4 +1,5 @@
-"""The binary COPY of request rows stores exactly what psycopg's own row-by-row COPY stores."""
+"""The binary COPY of request rows stores exactly what psycopg's own row-by-row COPY stores,
+and what is stored reads back as the values the load generator recorded."""
 
 import random
 
@@ -6,7 +7,8 @@ import pytest
 from django.db import connection
 
 from experiments.models import RequestRecord
-from experiments.tokens import pack_token_ids
+from experiments.packed import FLOAT64, UINT16, UINT32, pack
+from experiments.tokens import pack_token_ids, unpack_token_ids
 from scripts import bench_ingest
 from tests.factories import RunFactory
 from workers.ingest import REQUEST_COLUMNS, _copy_requests
@@ -23,9 +25,9 @@ def _reference_copy(run_id: int, requests: list[RequestResult]) -> None:
             copy.write_row(
                 (
                     run_id, r.prompt_index, r.input_tokens, r.output_tokens, r.sent_at_s, r.ttft_ms, r.e2e_ms,
-                    r.tpot_ms, list(r.chunk_times_ms), list(r.chunk_tokens), r.finish_reason or "", r.error or "",
-                    r.spec_acceptance_length, r.spec_accepted_per_step, r.spec_proposed_per_step,
-                    pack_token_ids(r.output_token_ids), r.queue_ms,
+                    r.tpot_ms, pack(r.chunk_times_ms, FLOAT64), pack(r.chunk_tokens, UINT32), r.finish_reason or "",
+                    r.error or "", r.spec_acceptance_length, pack(r.spec_accepted_per_step, UINT16),
+                    pack(r.spec_proposed_per_step, UINT16), pack_token_ids(r.output_token_ids), r.queue_ms,
                 )
             )  # fmt: skip
 
@@ -52,7 +54,7 @@ def _edge_cases() -> list[RequestResult]:
             spec_proposed_per_step=[],
             queue_ms=0.0,
         ),
-        RequestResult(prompt_index=6, output_tokens=3, spec_accepted_per_step=[32767, 0], spec_proposed_per_step=[1]),
+        RequestResult(prompt_index=6, output_tokens=3, spec_accepted_per_step=[65535, 0], spec_proposed_per_step=[1]),
     ]
 
 
@@ -75,3 +77,16 @@ def test_no_requests_copy_nothing():
     run = RunFactory()
     _copy_requests(run.id, [])
     assert not RequestRecord.objects.filter(run=run).exists()
+
+
+def test_stored_lists_read_back_as_recorded():
+    requests = _edge_cases()
+    run = RunFactory()
+    _copy_requests(run.id, requests)
+    columns = ("chunk_times_ms", "chunk_tokens", "spec_accepted_per_step", "spec_proposed_per_step")
+    stored = RequestRecord.objects.filter(run=run).order_by("prompt_index")
+    for record, recorded in zip(stored, requests, strict=True):
+        for column in columns:
+            value = getattr(recorded, column)
+            assert getattr(record, column) == (None if value is None else list(value)), column
+        assert unpack_token_ids(record.output_token_ids) == list(recorded.output_token_ids)

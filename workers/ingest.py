@@ -4,11 +4,12 @@ Request rows go in with binary COPY, encoded by workers/request_copy.py. Writing
 run again replaces its rows, so a run that is retried is never recorded twice.
 """
 
+import numpy as np
 from django.db import connection, transaction
 
 from experiments import stats
 from experiments.models import EnvironmentSnapshot, Experiment, RequestRecord, RunSummary
-from experiments.tokens import pack_token_ids
+from experiments.packed import FLOAT64, UINT32, pack, unpack_many
 from workers.loadgen import LoadResult, RequestResult
 from workers.prom import CapacityFigures, SpecCounters
 from workers.request_copy import copy_buffer
@@ -46,7 +47,7 @@ def _copy_requests(run_id: int, requests: list[RequestResult]) -> None:
     table = RequestRecord._meta.db_table
     sql = f"COPY {table} ({', '.join(REQUEST_COLUMNS)}) FROM STDIN WITH (FORMAT BINARY)"
     with connection.cursor() as cursor, cursor.cursor.copy(sql) as copy:
-        copy.write(copy_buffer(run_id, requests, pack_token_ids))
+        copy.write(copy_buffer(run_id, requests))
 
 
 def meets_slos(r: RequestResult, experiment: Experiment) -> bool:
@@ -73,9 +74,6 @@ def summary_fields(load: LoadResult, counters: SpecCounters, experiment: Experim
     """The RunSummary columns, computed from the measured requests and counter differences."""
     ok = [r for r in load.requests if not r.error]
     duration = load.duration_s
-    # The first chunk of a request comes from prefill and carries one token whatever the
-    # method: counting it would pull every arm's mean towards 1.
-    decode_chunk_tokens = [n for r in ok for n in r.chunk_tokens[1:]]
     busy_s = sum(r.e2e_ms for r in ok if r.e2e_ms is not None) / 1000.0
     fields = {
         "duration_s": duration,
@@ -87,7 +85,7 @@ def summary_fields(load: LoadResult, counters: SpecCounters, experiment: Experim
         "output_throughput": sum(r.output_tokens for r in ok) / duration if duration > 0 else 0.0,
         "goodput": None,
         "achieved_concurrency": busy_s / duration if duration > 0 else None,
-        "tokens_per_chunk_mean": stats.tokens_per_chunk(decode_chunk_tokens),
+        "tokens_per_chunk_mean": _decode_tokens_per_chunk(ok),
         "spec_num_drafts": counters.num_drafts,
         "spec_num_draft_tokens": counters.num_draft_tokens,
         "spec_num_accepted_tokens": counters.num_accepted_tokens,
@@ -97,9 +95,26 @@ def summary_fields(load: LoadResult, counters: SpecCounters, experiment: Experim
         fields["goodput"] = sum(meets_slos(r, experiment) for r in load.requests) / duration
     fields |= _latency_fields("ttft", [r.ttft_ms for r in ok if r.ttft_ms is not None])
     fields |= _latency_fields("tpot", [r.tpot_ms for r in ok if r.tpot_ms is not None])
-    fields |= _latency_fields("itl", [gap for r in ok for gap in stats.itl_ms(r.chunk_times_ms)])
+    fields |= {f"itl_{key}_ms": value for key, value in stats.summarise_array(_itl_ms(ok)).items()}
     fields |= _latency_fields("e2e", [r.e2e_ms for r in ok if r.e2e_ms is not None])
     return fields
+
+
+def _decode_tokens_per_chunk(ok: list[RequestResult]) -> float | None:
+    """Mean tokens of a chunk after each request's first. The first chunk comes from prefill
+    and carries one token whatever the method: counting it would pull every arm's mean towards 1."""
+    tokens, starts = unpack_many((pack(r.chunk_tokens, UINT32) for r in ok), UINT32)
+    decode = np.ones(len(tokens), bool)
+    decode[starts[starts < len(tokens)]] = False
+    return float(tokens[decode].mean()) if decode.any() else None
+
+
+def _itl_ms(ok: list[RequestResult]) -> np.ndarray:
+    """The gaps between consecutive chunks of each request (stats.itl_ms), of all requests at once."""
+    times, starts = unpack_many((pack(r.chunk_times_ms, FLOAT64) for r in ok), FLOAT64)
+    within = np.ones(max(len(times) - 1, 0), bool)
+    within[starts[(starts > 0) & (starts <= len(within))] - 1] = False
+    return np.diff(times)[within]
 
 
 def capacity_fields(capacity: CapacityFigures | None) -> dict:

@@ -26,6 +26,7 @@ import asyncio
 import json
 import random
 import time
+from array import array
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from datetime import UTC, datetime
 import aiohttp
 
 from experiments import stats
+from experiments.packed import FLOAT64, UINT16, UINT32
 from workers.prom import (
     CapacityFigures,
     CapacitySample,
@@ -64,15 +66,17 @@ class RequestResult:
     ttft_ms: float | None = None
     e2e_ms: float | None = None
     tpot_ms: float | None = None
-    chunk_times_ms: list[float] = field(default_factory=list)
-    chunk_tokens: list[int] = field(default_factory=list)
-    output_token_ids: list[int] = field(default_factory=list)
+    # Recorded into array.array of the stored element types (experiments/packed.py), so that
+    # storing a request copies its buffers instead of reading every number.
+    chunk_times_ms: array = field(default_factory=FLOAT64.new)
+    chunk_tokens: array = field(default_factory=UINT32.new)
+    output_token_ids: array = field(default_factory=UINT32.new)
     queue_ms: float | None = None
     finish_reason: str = ""
     error: str = ""
     spec_acceptance_length: float | None = None
-    spec_accepted_per_step: list[int] | None = None
-    spec_proposed_per_step: list[int] | None = None
+    spec_accepted_per_step: array | None = None
+    spec_proposed_per_step: array | None = None
 
 
 @dataclass
@@ -152,8 +156,13 @@ def _apply_spec_metrics(result: RequestResult, spec: dict) -> None:
     # With no verify step (e.g. a one-token output) vLLM still reports a length of 1.0.
     if spec.get("num_spec_steps"):
         result.spec_acceptance_length = spec["mean_acceptance_length"]
-    result.spec_accepted_per_step = spec.get("per_step_accepted")
-    result.spec_proposed_per_step = spec.get("per_step_drafted")
+    # Converted here, once per request, as part of the measured run (not of storing it).
+    result.spec_accepted_per_step = _per_step(spec.get("per_step_accepted"))
+    result.spec_proposed_per_step = _per_step(spec.get("per_step_drafted"))
+
+
+def _per_step(counts: list[int] | None) -> array | None:
+    return None if counts is None else UINT16.new(counts)
 
 
 def finalise(result: RequestResult) -> None:

@@ -292,7 +292,20 @@ RequestRowSerializer = _row_serializer(
     "RequestRow",
     RequestRecord,
     REQUEST_EXPORT_FIELDS,
-    {"output_token_ids": serializers.ListField(child=serializers.IntegerField(), allow_null=True)},
+    {
+        # Stored packed (experiments/packed.py), given as lists of numbers.
+        "chunk_times_ms": serializers.ListField(
+            child=serializers.FloatField(), help_text=RequestRecord._meta.get_field("chunk_times_ms").help_text
+        ),
+        "chunk_tokens": serializers.ListField(child=serializers.IntegerField(min_value=0, max_value=2**32 - 1)),
+        "spec_accepted_per_step": serializers.ListField(
+            child=serializers.IntegerField(min_value=0, max_value=2**16 - 1), allow_null=True
+        ),
+        "spec_proposed_per_step": serializers.ListField(
+            child=serializers.IntegerField(min_value=0, max_value=2**16 - 1), allow_null=True
+        ),
+        "output_token_ids": serializers.ListField(child=serializers.IntegerField(), allow_null=True),
+    },
 )
 SummaryRowSerializer = _row_serializer(
     "SummaryRow", RunSummary, SUMMARY_EXPORT_FIELDS, {"run_status": serializers.ChoiceField(choices=Run.Status.choices)}
