@@ -99,6 +99,16 @@ def logged_in_page(browser, live_server, user):
     assert errors == [], errors
 
 
+# ---------------------------------------------------------------- tests that share one experiment's rows
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items):
+    """Tests marked `shared_rows` run last, in their order, after pytest-django has put the plain
+    database tests before the transactional ones (tests/worker_fixtures.shared_rows says why)."""
+    items.sort(key=lambda item: item.get_closest_marker("shared_rows") is not None)
+
+
 # ---------------------------------------------------------------- no silent skips where everything is set up
 
 # `./dev test` (and so CI) builds the demo models and starts every service first, so a test

@@ -6,17 +6,22 @@ demo target.
   few hundred tokens (SPECDASH_CPU_KVCACHE_GIB);
 - `pool` is a queue two workers listen on: b, which also serves its own `hostB`, and c.
 
-Four small experiments are submitted at once: one on `hostA` (more concurrent long outputs
-than its KV cache holds), three on `pool` through the API. Each vLLM server start costs most of
-a minute on a CPU host, so the pooled experiments are also the workloads that need a run of
-their own: an uploaded prompt set with categories, a chat set on the chat endpoint and a
-synthetic workload of two input lengths, and the `hostA` one is the capacity experiment. One
-test checks how the fleet ran them, the others what each workload's experiment stored:
+Five small experiments are submitted at once: two on `hostA`, three on `pool` through the API.
+Each vLLM server start costs most of a minute on a CPU host, so these are also the experiments
+that need a run of their own: on `hostA` the capacity experiment (more concurrent long outputs
+than its KV cache holds), then one that is cancelled in the middle of a run; on `pool` an
+uploaded prompt set with categories, a chat set on the chat endpoint and a synthetic workload
+of two input lengths. Beside them, on a stack of its own, scripts/fault_injection.py plays its
+fast scenarios. Side by side on a small host they slow one another, which none of the
+assertions here depends on (the experiments whose figures are judged, the A/A replicate and
+the calibration, run alone: tests/test_execution_integration.py). One test checks how the
+fleet ran its experiments, the others what each experiment stored or, for the cancelled one,
+what the worker did, and what the faults left:
 
-- every run was executed exactly once: succeeded at its first attempt, one summary, one
-  environment snapshot, each measured prompt stored once, and each experiment received by
-  one worker only;
-- by a worker of the experiment's queue: the `hostA` one by a, the `pool` ones by b and c;
+- every run of the finished experiments was executed exactly once: succeeded at its first
+  attempt, one summary, one environment snapshot, each measured prompt stored once, and each
+  experiment received by one worker only;
+- by a worker of the experiment's queue: the `hostA` ones by a, the `pool` ones by b and c;
 - an experiment's arms never split across workers: all runs of one experiment name one
   worker (the worker that takes an experiment holds it and runs every arm itself);
 - progress is fair: the first two experiments on a queue two idle workers listen on run at
@@ -27,11 +32,15 @@ The page names the worker that executed the experiment. Every worker and vLLM se
 test started is gone at the end.
 """
 
+import contextlib
 import json
 import re
 import subprocess
+import sys
+import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 import redis
@@ -52,13 +61,13 @@ from tests.factories import UserFactory, experiment_fields
 from tests.worker_fixtures import celery_workers, shared_rows, wait_for_experiment
 from workers.chat_template import PLAIN_TEMPLATE
 
+ROOT = Path(__file__).resolve().parent.parent
+TARGET = settings.SPECDASH_MODELS_DIR / "target"
 pytestmark = [
     pytest.mark.integration,
+    pytest.mark.shared_rows,
     pytest.mark.django_db,
-    pytest.mark.skipif(
-        not (settings.SPECDASH_MODELS_DIR / "target" / "config.json").exists(),
-        reason="demo models not built (./dev test builds them)",
-    ),
+    pytest.mark.skipif(not (TARGET / "config.json").exists(), reason="demo models not built (./dev test builds them)"),
 ]
 
 # 6,000,000 bytes: vLLM 0.32 on CPU fits 640 tokens of the demo target (4 layers, 256 wide, float32)
@@ -70,7 +79,33 @@ WORKERS = [
     ("pool", "pool-c", None),
 ]
 QUEUES = ["hostA", "hostB", "pool"]
+NGRAM_PARAMS = {"prompt_lookup_min": 2, "prompt_lookup_max": 4}
 TWO_LENGTHS = "6:1, 200:1"
+STOP_WITHIN_S = 30
+# Redis down at submission, the web server restarted while a page polls, the same task delivered twice.
+FAST_FAULTS = ["redis-down", "web-restart", "delivered-twice"]
+
+
+@dataclass
+class Cancelled:
+    """The cancelled experiment, its runs in execution order, what ran when it was cancelled,
+    and the error that interrupted the cancelling, if one did (its test raises it)."""
+
+    experiment: Experiment
+    runs: list[Run] = field(default_factory=list)
+    command: str = ""
+    command_was_running: bool = False
+    stopped_after_s: float | None = None
+    error: BaseException | None = None
+
+
+@dataclass
+class Faults:
+    """What scripts/fault_injection.py printed and how it exited."""
+
+    returncode: int
+    stdout: str
+    stderr: str
 
 
 @dataclass
@@ -81,14 +116,16 @@ class Fleet:
     uploaded: Experiment
     chat: Experiment
     lengths: Experiment
+    cancelled: Cancelled
     uploaded_set: object
+    faults: Faults
     logs: dict[str, str]
     commands: list[str]
     running_after: str
     wall_s: float
 
     @property
-    def experiments(self) -> list[Experiment]:
+    def finished(self) -> list[Experiment]:
         return [self.capacity, self.uploaded, self.chat, self.lengths]
 
 
@@ -130,8 +167,78 @@ def _submit_capacity(owner) -> int:
     ).id  # fmt: skip
 
 
+def _submit_to_cancel(owner) -> Experiment:
+    return services.experiment_create(
+        owner=owner,
+        arms=[ArmSpec(method=Arm.Method.NGRAM, num_speculative_tokens=3, params=NGRAM_PARAMS)],
+        name="cancel me", target_model=str(TARGET), dtype="float32", max_model_len=512, prompt_set="code_edit",
+        prompt_set_hash=prompt_set_hash("code_edit"), num_prompts=24, max_tokens=48, concurrency_levels=[1, 2],
+        repetitions=1, warmup_requests=1, worker_queue="hostA",
+        # Paced arrivals keep each run about 12 s long however fast the host decodes, so the
+        # cancel lands while the second run is under way (unpaced, a fast host finished it
+        # between the poll and the cancel).
+        request_rate=2.0,
+    )  # fmt: skip
+
+
+def _poll(condition, *, timeout_s: float, what: str):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise TimeoutError(f"{what}: not within {timeout_s} s")
+
+
+def _cancel_mid_run(cancelled: Cancelled) -> None:
+    """Once the first run is stored and the second, on the same server, is under way: cancel,
+    and time how soon the server is gone; then leave a worker that ignored the cancel time
+    enough to claim the next run and start its server."""
+    experiment = cancelled.experiment
+    cancelled.runs = list(experiment.runs.in_execution_order(server_per_block=True))
+    first, second = cancelled.runs[:2]
+    _poll(
+        lambda: Run.objects.filter(id=second.id, status=Run.Status.RUNNING, requests_done__gte=1).exists(),
+        timeout_s=1200,
+        what="the second run under way",
+    )
+    cancelled.command = " ".join(EnvironmentSnapshot.objects.get(run=first).server_command)
+    cancelled.command_was_running = cancelled.command in _processes()
+    started = time.monotonic()
+    services.experiment_cancel(experiment=experiment, by=experiment.owner)
+    _poll(lambda: cancelled.command not in _processes(), timeout_s=STOP_WITHIN_S, what="the vLLM server stopped")
+    cancelled.stopped_after_s = time.monotonic() - started
+    time.sleep(10)
+
+
 def _processes() -> str:
     return subprocess.run(["ps", "-ww", "-eo", "args"], capture_output=True, text=True, check=True).stdout
+
+
+@contextlib.contextmanager
+def _faults_played():
+    """scripts/fault_injection.py's fast scenarios on a stack of its own (its own PostgreSQL,
+    Redis, workers, gunicorn and vLLM servers), played while the body runs; yields a callable
+    that waits for the script's end. Stopped with SIGTERM (it then stops its stack) if the body
+    fails."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        process = subprocess.Popen(
+            [sys.executable, "scripts/fault_injection.py", "--only", *FAST_FAULTS], cwd=ROOT, stdout=out, stderr=err
+        )
+
+        def result() -> Faults:
+            process.wait(timeout=1200)
+            out.seek(0)
+            err.seek(0)
+            return Faults(process.returncode, out.read(), err.read())
+
+        try:
+            yield result
+        finally:
+            if process.poll() is None:
+                process.terminate()
+                process.wait(timeout=120)
 
 
 def _run_fleet() -> Fleet:
@@ -140,31 +247,38 @@ def _run_fleet() -> Fleet:
     owner = UserFactory(username="fleet")
     uploaded_set = _categorised_set(owner)
     chat_set = _chat_set(owner)
-    with celery_workers(WORKERS) as workers:
-        started = time.monotonic()
-        ids = [
-            _submit_capacity(owner),
-            submit_through_api(
-                owner, name="uploaded on vllm", workload_kind="uploaded", uploaded_prompt_set=uploaded_set.pk,
-                num_prompts=6, worker_queue="pool",
-            ),
-            submit_through_api(
-                owner, name="chat on vllm", workload_kind="uploaded", endpoint="chat",
-                uploaded_prompt_set=chat_set.pk, num_prompts=4, input_lengths="23-27", worker_queue="pool",
-            ),
-            submit_through_api(
-                owner, name="two lengths on vllm", workload_kind="synthetic", prompt_set="", input_lengths=TWO_LENGTHS,
-                num_prompts=6, seed=4, worker_queue="pool",
-            ),
-        ]  # fmt: skip
-        done = [wait_for_experiment(experiment_id, timeout_s=1500) for experiment_id in ids]
-        wall_s = time.monotonic() - started
-        logs = {worker.node: worker.log_path.read_text() for worker in workers}
-        snapshots = EnvironmentSnapshot.objects.filter(run__experiment__in=ids)
-        commands = [" ".join(snapshot.server_command) for snapshot in snapshots]
-    return Fleet(
-        owner, tuple(worker.node for worker in workers), *done, uploaded_set, logs, commands, _processes(), wall_s
-    )
+    with _faults_played() as faults:
+        with celery_workers(WORKERS) as workers:
+            started = time.monotonic()
+            ids = [
+                _submit_capacity(owner),
+                submit_through_api(
+                    owner, name="uploaded on vllm", workload_kind="uploaded", uploaded_prompt_set=uploaded_set.pk,
+                    num_prompts=6, worker_queue="pool",
+                ),
+                submit_through_api(
+                    owner, name="chat on vllm", workload_kind="uploaded", endpoint="chat",
+                    uploaded_prompt_set=chat_set.pk, num_prompts=4, input_lengths="23-27", worker_queue="pool",
+                ),
+                submit_through_api(
+                    owner, name="two lengths on vllm", workload_kind="synthetic", prompt_set="",
+                    input_lengths=TWO_LENGTHS, num_prompts=6, seed=4, worker_queue="pool",
+                ),
+            ]  # fmt: skip
+            cancelled = Cancelled(_submit_to_cancel(owner))
+            try:
+                _cancel_mid_run(cancelled)
+            except Exception as error:  # the cancel test fails with it; the others still run
+                cancelled.error = error
+            done = [wait_for_experiment(experiment_id, timeout_s=1500) for experiment_id in ids]
+            wall_s = time.monotonic() - started
+            logs = {worker.node: worker.log_path.read_text() for worker in workers}
+            snapshots = EnvironmentSnapshot.objects.filter(run__experiment__in=[*ids, cancelled.experiment.id])
+            commands = [" ".join(snapshot.server_command) for snapshot in snapshots]
+        running_after = _processes()
+        played = faults()
+    nodes = tuple(worker.node for worker in workers)
+    return Fleet(owner, nodes, *done, cancelled, uploaded_set, played, logs, commands, running_after, wall_s)
 
 
 @pytest.fixture(scope="module")
@@ -200,15 +314,17 @@ def _span(experiment: Experiment) -> tuple:
 
 def test_workers_take_their_queues_run_each_experiment_whole_and_share_a_queue_fairly(fleet, client):
     a, b, c = fleet.nodes
-    done = fleet.experiments
+    done = fleet.finished
     assert [e.status for e in done] == [Experiment.Status.FINISHED] * 4, [e.runs.first().error for e in done]
 
     for experiment in done:
         _assert_executed_once(experiment)
+    for experiment in [*done, fleet.cancelled.experiment]:
         assert len(_received(fleet.logs, experiment)) == 1
     workers_of = {e.id: set(e.runs.values_list("worker_name", flat=True)) for e in done}
     assert all(len(names) == 1 for names in workers_of.values()), workers_of  # never split
     assert workers_of[fleet.capacity.id] == {a}
+    assert set(fleet.cancelled.experiment.runs.exclude(worker_name="").values_list("worker_name", flat=True)) == {a}
     pooled = [fleet.uploaded, fleet.chat]
     assert workers_of[pooled[0].id] | workers_of[pooled[1].id] == {b, c}  # one each
     assert workers_of[fleet.lengths.id] <= {b, c}
@@ -225,7 +341,7 @@ def test_workers_take_their_queues_run_each_experiment_whole_and_share_a_queue_f
     assert not [node for node in (a, b, c) if f"-n {node}" in fleet.running_after]
     assert not [command for command in fleet.commands if command in fleet.running_after]
     overlap_s = min(first_end, second_end) - max(first_start, second_start)
-    print(f"4 experiments on 3 workers: {fleet.wall_s:.0f} s from submission to the last one finished")
+    print(f"5 experiments on 3 workers: {fleet.wall_s:.0f} s from submission to the last one finished")
     print(f"the two first pooled experiments overlapped for {overlap_s.total_seconds():.0f} s")
 
 
@@ -325,3 +441,46 @@ def test_a_two_length_workload_is_broken_down_by_input_length(fleet):
     expected = {length_bucket(tokens[index]) for index in tokens}
     assert {group["group"] for group in groups} == expected
     assert sum(group["prompts"] for group in groups) == 6
+
+
+def test_cancel_stops_the_load_and_the_server_and_keeps_the_completed_run(fleet):
+    """Cancelled in the middle of a run's load, the worker stops the load and the server
+    within seconds, keeps the run that completed, and starts nothing more."""
+    cancelled = fleet.cancelled
+    if cancelled.error is not None:
+        raise cancelled.error
+    first, second, *later = cancelled.runs
+    assert first.arm_id == second.arm_id  # the first two runs share the first server
+    assert cancelled.command_was_running
+
+    experiment = Experiment.objects.get(id=cancelled.experiment.id)
+    assert experiment.status == Experiment.Status.CANCELLED
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert first.status == Run.Status.SUCCEEDED
+    assert first.requests.count() == experiment.num_prompts
+    assert second.status == Run.Status.CANCELLED
+    assert 1 <= second.requests_done < experiment.num_prompts
+    assert not second.requests.exists()
+    never_started = Run.objects.filter(id__in=[run.id for run in later])
+    assert {(run.status, run.started_at) for run in never_started} == {(Run.Status.CANCELLED, None)}
+    assert EnvironmentSnapshot.objects.filter(run__experiment=experiment).count() == 1
+    print(f"vLLM server stopped {cancelled.stopped_after_s:.1f} s after the cancel")
+
+
+def _fault_rows(table: str) -> list[list[str]]:
+    lines = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| scenario")]
+    return [[cell.strip() for cell in line.strip("|").split("|")] for line in lines]
+
+
+def test_the_fast_faults_recover_with_nothing_lost_or_duplicated(fleet):
+    """Redis down at submission, the web server restarted while a page polls, and the same
+    task delivered twice each recover with no run lost and no row duplicated."""
+    faults = fleet.faults
+    rows = _fault_rows(faults.stdout)
+    assert len(rows) == len(FAST_FAULTS), faults.stdout + faults.stderr[-3000:]
+    for scenario, _, outcome, lost, duplicated, seconds in rows:
+        assert (lost, duplicated) == ("0", "0"), (scenario, outcome)
+        assert float(seconds) < 60, (scenario, seconds)
+    assert faults.returncode == 0
+    print(faults.stderr[-500:])  # each scenario's time, with pytest -s

@@ -133,8 +133,9 @@ def shared_rows(django_db_blocker) -> Iterator[None]:
     writes its rows (and the worker stores its results) inside `django_db_blocker.unblock()`,
     outside any test's transaction, and the database is flushed when the module is done, as a
     transactional test flushes after itself. The tests that read those rows use plain
-    `django_db` (a transaction rolled back); a transactional test of the same module must run
-    before them, since its flush would remove the shared rows."""
+    `django_db` (a transaction rolled back) and the `shared_rows` mark, which runs them after
+    every other test (tests/conftest.py): no transactional test's flush falls between them, and
+    their flush falls before no test that expects the database as migrations left it."""
     try:
         yield
     finally:
