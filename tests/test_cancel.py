@@ -5,6 +5,7 @@ completed is kept, nothing more starts, and the experiment stays cancelled."""
 from datetime import UTC, datetime
 
 import pytest
+from django.conf import settings
 
 from experiments import services
 from experiments.models import Experiment, RequestRecord, Run
@@ -54,7 +55,8 @@ def _load_that_cancels(*, during_run: int, after_requests: int | None):
 def experiment(served, celery_dispatch, monkeypatch):
     monkeypatch.setattr(runner, "HEARTBEAT_EVERY_S", 0.0)
     return services.experiment_create(
-        owner=UserFactory(username="owner"), arms=[test_runner.NGRAM], name="to cancel", target_model="/models/target",
+        owner=UserFactory(username="owner"), arms=[test_runner.NGRAM], name="to cancel",
+        target_model=str(settings.SPECDASH_MODELS_DIR / "target"),
         prompt_set="chat", num_prompts=6, max_tokens=8, concurrency_levels=[1, 2], repetitions=2, warmup_requests=1,
     )  # fmt: skip
 
