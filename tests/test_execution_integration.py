@@ -6,9 +6,8 @@ acceptance sweep, a draft-model arm and the draft's calibration arm, in two bloc
 server per arm (four server starts; a CPU worker refuses the sweep without starting a server).
 `test_experiment_runs_end_to_end_on_real_vllm` checks what its runs record, the calibration
 test the draft cost it measured and the prediction built on it, the sweep test that the sweep
-never touched the arms' figures. The tests that need servers of their own (a server that
-cannot start, the A/A replicate in blocks of their own servers) come first: a transactional
-test's flush would remove the shared experiment's rows.
+never touched the arms' figures. Two tests start servers of their own: one that cannot start,
+and the A/A replicate's, a server per block and arm.
 """
 
 import itertools
@@ -72,17 +71,14 @@ def owner():
 @pytest.mark.django_db(transaction=True)
 def test_server_that_cannot_start_fails_its_runs_with_the_log_tail(celery_worker_process, owner):
     missing = settings.SPECDASH_MODELS_DIR / "no-such-model"
-    experiment = services.experiment_create(
-        owner=owner,
-        arms=[ArmSpec(method=Arm.Method.NGRAM, num_speculative_tokens=2)],
-        **_fields(target_model=str(missing)),
-    )
+    # The baseline alone: one server that cannot start fails the runs it was to serve.
+    experiment = services.experiment_create(owner=owner, arms=[], **_fields(target_model=str(missing)))
 
     experiment = wait_for_experiment(experiment.id, timeout_s=300)
 
     assert experiment.status == Experiment.Status.FAILED
     runs = list(experiment.runs.all())
-    assert len(runs) == 4
+    assert len(runs) == 2  # levels 1 and 4
     for run in runs:
         assert run.status == Run.Status.FAILED
         assert "did not start" in run.error
@@ -187,6 +183,7 @@ def _arms_client(arms_experiment) -> Client:
 
 
 @MODELS_BUILT
+@pytest.mark.shared_rows
 @pytest.mark.django_db
 def test_experiment_runs_end_to_end_on_real_vllm(arms_experiment):
     experiment = arms_experiment.experiment
@@ -233,6 +230,7 @@ def test_experiment_runs_end_to_end_on_real_vllm(arms_experiment):
 
 
 @MODELS_BUILT
+@pytest.mark.shared_rows
 @pytest.mark.django_db
 def test_the_calibration_arm_measures_the_draft_cost_that_the_prediction_uses(arms_experiment):
     experiment = arms_experiment.experiment
@@ -280,6 +278,7 @@ def test_the_calibration_arm_measures_the_draft_cost_that_the_prediction_uses(ar
 
 
 @MODELS_BUILT
+@pytest.mark.shared_rows
 @pytest.mark.django_db
 def test_a_sweep_runs_where_vllm_allows_it_and_never_touches_the_arms_figures(arms_experiment):
     """What the sweep's runs do depends on the host's vLLM: 0.32's GPU kernels implement
