@@ -2,9 +2,10 @@
 unnoticed; the figures themselves are in docs/benchmarks.md."""
 
 import pytest
+from django.db import connection
 
 from experiments.models import Experiment
-from scripts import bench_experiment_page, bench_history, bench_ingest
+from scripts import bench_copy_ceiling, bench_experiment_page, bench_history, bench_ingest
 
 pytestmark = pytest.mark.django_db
 
@@ -16,6 +17,17 @@ def test_bench_ingest_prints_rows_per_second(capsys):
     assert "ingest_run (the worker's call)" in out
     assert "COPY of the request rows alone" in out
     assert out.count("rows/s") == 3
+
+
+def test_bench_copy_ceiling_prints_every_case_and_drops_its_database(capsys):
+    bench_copy_ceiling.main(["--rows", "10", "--batch", "5"])
+    out = capsys.readouterr().out
+    assert "synchronous_commit" in out
+    assert "10 rows a case in COPYs of 5" in out
+    assert out.count(" rows/s ") == len(bench_copy_ceiling.CASES)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_database WHERE datname = %s", [bench_copy_ceiling.DATABASE])
+        assert cursor.fetchone()[0] == 0
 
 
 @pytest.mark.django_db(transaction=True)  # the seeding runs VACUUM, which refuses a transaction
