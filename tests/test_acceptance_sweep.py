@@ -319,3 +319,31 @@ def test_the_api_gives_the_pages_sweep_with_its_sentence(logged_in_client, user)
     assert {key: value for key, value in sweep.items() if key != "sentence"} == page[0]
     assert unescape(sweep["sentence"]) in unescape(html)
     assert [len(level["points"]) for level in sweep["levels"]] == [2, 2]
+
+
+@pytest.mark.django_db
+def test_refused_sweep_runs_give_their_reason_and_a_level_without_points_says_so():
+    # One server per arm: each length is one server start, whatever the blocks.
+    experiment = seed_finished_experiment(requests=6, repetitions=2, server_per_block=False)
+    arm = experiment.arms.get(label="n-gram k=4")
+    arm.synthetic_sweep = [2.0, 3.0]
+    arm.save(update_fields=["synthetic_sweep"])
+    reason = "The vLLM server did not start: synthetic acceptance is not supported here"
+    for run in experiment.runs.real().filter(arm=arm).order_by("id"):
+        for length in arm.synthetic_sweep:
+            RunFactory(
+                arm=arm, concurrency=run.concurrency, repetition=run.repetition, status=Run.Status.FAILED,
+                synthetic_acceptance_length=length, error=f"{reason}\n\nLast lines of its log:\nTraceback ...",
+            )  # fmt: skip
+
+    (sweep,) = acceptance_sweep.acceptance_sweeps(experiment=experiment)
+
+    assert (sweep.runs, sweep.failed_runs, sweep.servers) == (2 * 2 * 2, 2 * 2 * 2, 2)
+    assert sweep.first_error == reason
+    assert [(row.level, row.points, row.break_even.state) for row in sweep.levels] == [
+        (1, [], NO_POINTS), (4, [], NO_POINTS),
+    ]  # fmt: skip
+    assert sweep.sentence.endswith(
+        "at 1 concurrent request no synthetic run could be compared with the baseline; "
+        "at 4 concurrent requests no synthetic run could be compared with the baseline."
+    )

@@ -125,3 +125,35 @@ def test_sentence_with_one_block_or_no_measurement():
         "d: at concurrency 1 predicted 2.04 (c = 0.100), measured 2.00 (one block: no interval to test against); "
         "at concurrency 2 predicted 2.04 (c = 0.100), no measured TPOT speedup."
     )
+
+
+def test_the_cost_ratio_carries_its_interval_and_blocks_only_when_measured_in_several_blocks():
+    row = _cost_row(1, [0.1, 0.2])
+    [point] = _predict(calibration={"/m/draft": {1: row}})["points"]
+    assert (point["cost_ratio_lo"], point["cost_ratio_hi"]) == (row.relative_cost.lo, row.relative_cost.hi)
+    assert point["cost_ratio_lo"] < point["cost_ratio"] < point["cost_ratio_hi"]
+    assert point["cost_blocks"] == 2
+    assert (point["draft_step_ms"], point["baseline_step_ms"]) == (row.step_ms, 20.0)
+
+    [one_block] = _predict(calibration={"/m/draft": {1: _cost_row(1, [0.1])}})["points"]
+    assert (one_block["cost_ratio_lo"], one_block["cost_ratio_hi"], one_block["cost_blocks"]) == (None, None, 1)
+
+    [uncalibrated] = _predict(calibration={})["points"]
+    assert (uncalibrated["cost_ratio_lo"], uncalibrated["cost_blocks"], uncalibrated["draft_step_ms"]) == (
+        None, None, None,
+    )  # fmt: skip
+
+
+def test_a_method_without_its_own_reason_is_not_measured_and_the_result_names_its_method():
+    other = SpeculativeArm(id=2, label="new method", method="some_future_method", gamma=2, draft_model=None)
+    result = _predict(other)
+    [point] = result["points"]
+    assert point["cost_source"] == "not measured"
+    assert point["predicted"] is None
+    assert (result["method"], result["gamma"]) == ("some_future_method", 2)
+
+
+def test_a_prediction_below_the_measured_interval_says_below():
+    # c = 1.0: 2.65 / (3 * 1.0 + 1) = 0.6625, below [1.9, 2.1].
+    result = _predict(calibration={"/m/draft": {1: _cost_row(1, [1.0, 1.0])}})
+    assert "they part, the prediction lies below the interval" in prediction.sentence("d", result)

@@ -91,6 +91,22 @@ def test_files_of_several_workers_add_up(tmp_path):
     assert summary.shares["other"] == pytest.approx((22 + 44) / 88)
 
 
+def test_a_scope_in_both_files_adds_up_and_a_bare_event_list_is_read(tmp_path):
+    # The second worker's trace is a bare list of events (no "traceEvents" object) and starts
+    # at 1,000 µs: its window is 1,000-1,010 µs, not 0-1,010.
+    first, second = tmp_path / "a_rank0.json", tmp_path / "a_rank1.json"
+    first.write_text(json.dumps({"traceEvents": two_steps()}))
+    second.write_text(
+        json.dumps(
+            [scope("execute_context_0(0)_generation_1(1)", 1000, 10), scope("gpu_model_runner: forward", 1001, 6)]
+        )
+    )
+    summary = profiles.summarise_files([first, second])
+    assert (summary.steps, summary.total_ms) == (3, pytest.approx(0.054))
+    assert summary.scope_ms["gpu_model_runner: forward"] == pytest.approx((6 + 5 + 6) / 1000)
+    assert summary.top_events[0] == [pytest.approx(17 / 54), "gpu_model_runner: forward"]
+
+
 @pytest.mark.parametrize(
     ("fixture", "steps"),
     [("profile_ngram_cpu.json", 31), ("profile_draft_cpu.json", 16)],
