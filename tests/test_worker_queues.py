@@ -89,7 +89,9 @@ def test_redis_down_is_said_and_remembered_as_unknown(live_workers):
 
 def test_a_broker_that_refuses_connections_reads_as_unknown(monkeypatch):
     """The real broadcast, against a port where nothing listens."""
-    down = Celery("down", broker="redis://127.0.0.1:1/0")
+    # Not the current app: tasks sent after this test (shared tasks follow the current app)
+    # must still go to the suite's broker.
+    down = Celery("down", broker="redis://127.0.0.1:1/0", set_as_current=False)
     down.conf.broker_connection_timeout = 1.0
     monkeypatch.setattr(worker_queues, "app", down)
     monkeypatch.setattr(worker_queues, "inspect_workers", real_inspect_workers)
