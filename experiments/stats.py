@@ -81,16 +81,22 @@ def tpot_ms(ttft_ms: float | None, e2e_ms: float | None, output_tokens: int | No
     return (e2e_ms - ttft_ms) / (output_tokens - 1)
 
 
-def itl_ms(chunk_times_ms: Sequence[float]) -> list[float]:
-    """Gaps between consecutive streamed chunks (not per token: a chunk may carry several)."""
-    return [later - earlier for earlier, later in pairwise(chunk_times_ms)]
+def itl_ms(chunk_times_ms: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Gaps between consecutive streamed chunks of each request (not per token: a chunk may
+    carry several). `chunk_times_ms`: the requests' chunk arrival times one request after
+    another; `starts`: where each request's begin (experiments.packed.unpack_many)."""
+    within = np.ones(max(len(chunk_times_ms) - 1, 0), bool)
+    within[starts[(starts > 0) & (starts <= len(within))] - 1] = False  # no gap across requests
+    return np.diff(chunk_times_ms)[within]
 
 
-def tokens_per_chunk(chunk_tokens: Sequence[int]) -> float | None:
-    """Mean number of tokens a streamed chunk carried; None for no chunks."""
-    if not chunk_tokens:
-        return None
-    return statistics.fmean(chunk_tokens)
+def decode_tokens_per_chunk(chunk_tokens: np.ndarray, starts: np.ndarray) -> float | None:
+    """Mean number of tokens a streamed chunk carried, leaving out each request's first chunk
+    (it comes from prefill and carries one token whatever the method: counting it would pull
+    every arm's mean towards 1); None for no such chunk. Arguments as for itl_ms."""
+    decode = np.ones(len(chunk_tokens), bool)
+    decode[starts[starts < len(chunk_tokens)]] = False
+    return float(chunk_tokens[decode].mean()) if decode.any() else None
 
 
 # ---------------------------------------------------------------- acceptance

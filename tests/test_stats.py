@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from experiments import stats
+from experiments import packed, stats
 
 # ---------------------------------------------------------------- descriptive statistics
 
@@ -58,18 +58,34 @@ def test_tpot_with_a_value_missing_and_with_two_tokens():
     assert stats.tpot_ms(100.0, 130.0, 2) == 30.0
 
 
+def _itl(*requests: list[float]) -> list[float]:
+    times, starts = packed.unpack_many((packed.pack(r, packed.FLOAT64) for r in requests), packed.FLOAT64)
+    return stats.itl_ms(times, starts).tolist()
+
+
 def test_itl_is_the_gap_between_chunks():
     # 130 - 100 = 30, 190 - 130 = 60
-    assert stats.itl_ms([100.0, 130.0, 190.0]) == pytest.approx([30.0, 60.0])
-    assert stats.itl_ms([100.0]) == []
-    assert stats.itl_ms([]) == []
-    assert stats.itl_ms([50.0, 80.0, 80.0, 125.5]) == [30.0, 0.0, 45.5]
+    assert _itl([100.0, 130.0, 190.0]) == pytest.approx([30.0, 60.0])
+    assert _itl([100.0]) == []
+    assert _itl([]) == []
+    assert _itl([50.0, 80.0, 80.0, 125.5]) == [30.0, 0.0, 45.5]
+    # Two requests: 10 and 30, never the 90 ms from the first request's last chunk to the second's first.
+    assert _itl([0.0, 10.0], [], [100.0, 130.0], [7.0]) == [10.0, 30.0]
 
 
-def test_tokens_per_chunk():
-    # (1 + 3 + 2) / 3 = 2
-    assert stats.tokens_per_chunk([1, 3, 2]) == pytest.approx(2.0)
-    assert stats.tokens_per_chunk([]) is None
+def _tokens_per_chunk(*requests: list[int]) -> float | None:
+    return stats.decode_tokens_per_chunk(
+        *packed.unpack_many((packed.pack(r, packed.UINT32) for r in requests), packed.UINT32)
+    )
+
+
+def test_tokens_per_chunk_leaves_out_each_requests_first_chunk():
+    # (3 + 2) / 2 = 2.5: the first chunk (prefill, one token) is left out.
+    assert _tokens_per_chunk([1, 3, 2]) == pytest.approx(2.5)
+    # Two requests: (3 + 2 + 4) / 3 = 3.
+    assert _tokens_per_chunk([1, 3], [1, 2, 4]) == pytest.approx(3.0)
+    assert _tokens_per_chunk([1], []) is None
+    assert _tokens_per_chunk() is None
 
 
 # ---------------------------------------------------------------- acceptance

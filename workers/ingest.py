@@ -75,6 +75,7 @@ def summary_fields(load: LoadResult, counters: SpecCounters, experiment: Experim
     ok = [r for r in load.requests if not r.error]
     duration = load.duration_s
     busy_s = sum(r.e2e_ms for r in ok if r.e2e_ms is not None) / 1000.0
+    times, tokens = _chunks(ok)
     fields = {
         "duration_s": duration,
         "completed": len(ok),
@@ -85,7 +86,7 @@ def summary_fields(load: LoadResult, counters: SpecCounters, experiment: Experim
         "output_throughput": sum(r.output_tokens for r in ok) / duration if duration > 0 else 0.0,
         "goodput": None,
         "achieved_concurrency": busy_s / duration if duration > 0 else None,
-        "tokens_per_chunk_mean": _decode_tokens_per_chunk(ok),
+        "tokens_per_chunk_mean": stats.decode_tokens_per_chunk(*tokens),
         "spec_num_drafts": counters.num_drafts,
         "spec_num_draft_tokens": counters.num_draft_tokens,
         "spec_num_accepted_tokens": counters.num_accepted_tokens,
@@ -95,26 +96,16 @@ def summary_fields(load: LoadResult, counters: SpecCounters, experiment: Experim
         fields["goodput"] = sum(meets_slos(r, experiment) for r in load.requests) / duration
     fields |= _latency_fields("ttft", [r.ttft_ms for r in ok if r.ttft_ms is not None])
     fields |= _latency_fields("tpot", [r.tpot_ms for r in ok if r.tpot_ms is not None])
-    fields |= {f"itl_{key}_ms": value for key, value in stats.summarise_array(_itl_ms(ok)).items()}
+    fields |= {f"itl_{key}_ms": value for key, value in stats.summarise_array(stats.itl_ms(*times)).items()}
     fields |= _latency_fields("e2e", [r.e2e_ms for r in ok if r.e2e_ms is not None])
     return fields
 
 
-def _decode_tokens_per_chunk(ok: list[RequestResult]) -> float | None:
-    """Mean tokens of a chunk after each request's first. The first chunk comes from prefill
-    and carries one token whatever the method: counting it would pull every arm's mean towards 1."""
-    tokens, starts = unpack_many((pack(r.chunk_tokens, UINT32) for r in ok), UINT32)
-    decode = np.ones(len(tokens), bool)
-    decode[starts[starts < len(tokens)]] = False
-    return float(tokens[decode].mean()) if decode.any() else None
-
-
-def _itl_ms(ok: list[RequestResult]) -> np.ndarray:
-    """The gaps between consecutive chunks of each request (stats.itl_ms), of all requests at once."""
-    times, starts = unpack_many((pack(r.chunk_times_ms, FLOAT64) for r in ok), FLOAT64)
-    within = np.ones(max(len(times) - 1, 0), bool)
-    within[starts[(starts > 0) & (starts <= len(within))] - 1] = False
-    return np.diff(times)[within]
+def _chunks(ok: list[RequestResult]) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """The requests' chunk times and chunk tokens, each as (all values, where each request's begin)."""
+    times = unpack_many((pack(r.chunk_times_ms, FLOAT64) for r in ok), FLOAT64)
+    tokens = unpack_many((pack(r.chunk_tokens, UINT32) for r in ok), UINT32)
+    return times, tokens
 
 
 def capacity_fields(capacity: CapacityFigures | None) -> dict:
