@@ -367,3 +367,11 @@ def test_the_list_is_paginated_newest_first(api, celery_dispatch):
     assert page["count"] == 3
     assert [row["id"] for row in page["results"]] == ids[::-1][:2]
     assert page["results"][0]["runs_total"] == 8
+
+
+def test_an_unknown_status_filter_is_a_400_that_names_the_statuses(api):
+    for wanted in ("bogus", "finished\x00"):
+        response = api.get(reverse("api:experiments"), {"status": wanted})
+        assert response.status_code == 400
+        assert "finished" in response.json()["detail"]
+    assert api.get(reverse("api:experiments"), {"status": "finished"}).status_code == 200

@@ -73,7 +73,11 @@ class ExperimentsView(ApiView):
     )
     def get(self, request):
         """The experiments of your teams, newest first."""
-        experiments = selectors.experiment_list(user=request.user, status=request.query_params.get("status", ""))
+        wanted = request.query_params.get("status", "")
+        if wanted and wanted not in Experiment.Status.values:
+            known = ", ".join(Experiment.Status.values)
+            return Response({"detail": f"Unknown status; one of: {known}."}, status=status.HTTP_400_BAD_REQUEST)
+        experiments = selectors.experiment_list(user=request.user, status=wanted)
         pages = RowPages()
         page = pages.paginate_queryset(experiments, request, view=self)
         return pages.get_paginated_response([_list_item(experiment) for experiment in page])
