@@ -34,7 +34,7 @@ LOW_ACHIEVED_CONCURRENCY = 0.9
 # A request's fields in the order of steps.RequestSteps, then its chunks' tokens.
 STEP_COLUMNS = (
     "run__arm_id", "run__concurrency", "run__repetition", "output_tokens", "ttft_ms", "e2e_ms",
-    "spec_accepted_per_step", "chunk_tokens",
+    "spec_accepted_per_step", "server_decode_ms", "chunk_tokens",
 )  # fmt: skip
 
 
@@ -277,7 +277,12 @@ def _step_rows(experiment: Experiment, baseline: Arm, arms: list[Arm]) -> list[s
         .values_list(*STEP_COLUMNS)
     )
     requests = (
-        steps.RequestSteps(*row[:-1], speculative=row[0] in speculative, first_chunk_tokens=(row[-1] or [1])[0])
+        steps.RequestSteps(
+            *row[:-2],
+            speculative=row[0] in speculative,
+            server_decode_ms=row[-2],
+            first_chunk_tokens=(row[-1] or [1])[0],
+        )
         for row in rows.iterator(chunk_size=5000)
     )
     return steps.step_accounting(requests, baseline=baseline.id, arms=[arm.id for arm in arms])

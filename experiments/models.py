@@ -599,6 +599,13 @@ class RequestRecord(models.Model):
     queue_ms = models.FloatField(
         null=True, help_text="Time the request waited in the client for a free slot after its Poisson arrival."
     )
+    server_decode_ms = models.FloatField(
+        null=True,
+        help_text=(
+            "vLLM's generation_time_ms: the engine's time from the request's first output token to its last, "
+            "timed where the steps run, so a client that reads the stream late does not shorten it."
+        ),
+    )
 
     objects = RequestRecordQuerySet.as_manager()
 

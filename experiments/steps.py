@@ -5,7 +5,7 @@ Speculation pays in the decode phase only when a step's extra tokens outweigh it
 cost: the decode-phase speedup is tokens per step / relative step cost. The two factors
 come apart here, so the page can say which one moved when a speedup shrinks as batches
 grow. Everything comes from what each request recorded (TTFT, E2E, output tokens and
-vLLM's per-step accepted counts); nothing is fitted.
+vLLM's per-step accepted counts and its own decode time); nothing is fitted.
 
 Django-free, so it can be checked on hand-made records; experiments/analysis.py reads the
 request rows and stores `step_accounting` in the analysis' series. Definitions:
@@ -28,9 +28,12 @@ class RequestSteps:
     `accepted_per_step` is vLLM's per-request `per_step_accepted` (None where it was not
     reported); `speculative` says whether the arm speculates, since without that list a
     speculative request's steps are unknown, while a plain one's are output tokens - 1.
-    `first_chunk_tokens`: the tokens of its first streamed chunk. A fast server (a small draft
-    model served alone) can get ahead of the client, which then reads several tokens in the
-    first chunk: their decode steps ran before the TTFT, not inside E2E - TTFT.
+    `server_decode_ms`: vLLM's `generation_time_ms`, the engine's time from the first output
+    token to the last, timed where the steps run; None for records made without it.
+    `first_chunk_tokens`: the tokens of its first streamed chunk, needed only without
+    `server_decode_ms`. A fast server (a small draft model served alone) can get ahead of the
+    client, which then reads several tokens in the first chunk (their decode steps ran before
+    the TTFT, not inside E2E - TTFT) or the whole output at once (no decode time at all).
     """
 
     arm: int
@@ -41,6 +44,7 @@ class RequestSteps:
     e2e_ms: float | None
     accepted_per_step: Sequence[int] | None
     speculative: bool
+    server_decode_ms: float | None = None
     first_chunk_tokens: int = 1
 
 
@@ -69,22 +73,31 @@ class Totals:
 
 
 def decode_phase(request: RequestSteps) -> tuple[int, int, float] | None:
-    """(tokens timed, decode steps timed, E2E - TTFT) of one request: the tokens after the
-    first and their steps; for plain decoding, after the first chunk.
+    """(tokens timed, decode steps timed, decode time) of one request: the tokens after the
+    first, their steps and the engine's time for them (`server_decode_ms`).
 
-    None when the request has no decode phase (one output token: prefill made it; or, plain,
-    every token in the first chunk), lacks a timing, or speculated without reporting its steps.
+    A record without the engine's time falls back to the client's E2E - TTFT, and then,
+    for plain decoding, to the tokens after the first chunk.
+
+    None when the request has no decode phase (one output token: prefill made it; or, timed
+    at the client, every token in the first chunk), lacks a timing, or speculated without
+    reporting its steps.
     """
-    if request.output_tokens <= 1 or request.ttft_ms is None or request.e2e_ms is None:
+    if request.output_tokens <= 1:
         return None
     if request.speculative and request.accepted_per_step is None:
+        return None
+    tokens = request.output_tokens - 1
+    steps = stats.decode_steps(request.output_tokens, request.accepted_per_step)
+    if request.server_decode_ms is not None:
+        return tokens, steps, request.server_decode_ms
+    if request.ttft_ms is None or request.e2e_ms is None:
         return None
     if request.accepted_per_step is None:
         # Plain decoding, a token a step; the steps that ran before the first chunk arrived are not timed.
         timed = request.output_tokens - max(1, request.first_chunk_tokens)
         return (timed, timed, request.e2e_ms - request.ttft_ms) if timed > 0 else None
-    steps = stats.decode_steps(request.output_tokens, request.accepted_per_step)
-    return request.output_tokens - 1, steps, request.e2e_ms - request.ttft_ms
+    return tokens, steps, request.e2e_ms - request.ttft_ms
 
 
 def run_totals(requests: Iterable[RequestSteps]) -> dict[tuple[int, int], dict[int, Totals]]:

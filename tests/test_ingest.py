@@ -31,6 +31,7 @@ def _request(index, ttft, e2e, tokens, chunks, error=""):
         spec_proposed_per_step=[3, 3] if not error else None,
         output_token_ids=list(range(100 + index, 100 + index + tokens)),
         queue_ms=5.0 * index,
+        server_decode_ms=None if error else 0.75 * (e2e - ttft),
     )
 
 
@@ -103,7 +104,7 @@ def test_token_ids_pack_as_uint32_little_endian():
     assert unpack_token_ids(memoryview(pack_token_ids(ids))) == ids
 
 
-def test_ingest_stores_output_token_ids_and_queue_time():
+def test_ingest_stores_output_token_ids_queue_time_and_the_engines_decode_time():
     run = RunFactory()
     ingest_run(run_id=run.id, load=_load(), counters=COUNTERS, environment=ENVIRONMENT, experiment=run.experiment)
 
@@ -112,6 +113,7 @@ def test_ingest_stores_output_token_ids_and_queue_time():
     assert unpack_token_ids(rows[1].output_token_ids) == [101, 102, 103]
     assert unpack_token_ids(rows[2].output_token_ids) == []
     assert [row.queue_ms for row in rows] == [0.0, 5.0, None]
+    assert [row.server_decode_ms for row in rows] == [150.0, 150.0, None]  # 0.75 × (300 − 100), 0.75 × (400 − 200)
 
 
 def test_a_one_token_output_meets_a_tpot_slo():

@@ -89,6 +89,22 @@ def test_real_events_count_tokens_not_text():
     assert result.spec_proposed_per_step == array("H", [1, 1, 1, 3])
 
 
+def test_the_engines_decode_time_is_read_from_the_last_event():
+    # --enable-per-request-metrics adds vLLM's timings beside the speculative metrics.
+    timings = {
+        "time_to_first_token_ms": 31.5, "generation_time_ms": 42.25, "queue_time_ms": 0.5, "mean_itl_ms": 8.45,
+        "tokens_per_second": 81.0,
+    }  # fmt: skip
+    last = REAL_EVENTS[-1] | {"metrics": REAL_EVENTS[-1]["metrics"] | timings}
+    result = _fold([*REAL_EVENTS[:-1], last], [40.0, 60.0, 75.0, 90.0, 91.0])
+    assert result.server_decode_ms == 42.25
+    assert result.spec_accepted_per_step == array("H", [0, 1, 1, 3])
+    # A server without the flag sends no timings; a timing vLLM could not take is null: None.
+    assert _fold(REAL_EVENTS, [40.0, 60.0, 75.0, 90.0, 91.0]).server_decode_ms is None
+    unset = REAL_EVENTS[-1] | {"metrics": {"generation_time_ms": None, "speculative_decoding": None}}
+    assert _fold([*REAL_EVENTS[:-1], unset], [40.0, 60.0, 75.0, 90.0, 91.0]).server_decode_ms is None
+
+
 def test_baseline_events_have_no_spec_metrics():
     usage_only = {"choices": [], "usage": {"prompt_tokens": 3, "total_tokens": 9, "completion_tokens": 6}}
     result = _fold([*REAL_EVENTS[:4], usage_only], [1.0, 2.0, 3.0, 4.0, 5.0])

@@ -28,6 +28,7 @@ def _reference_copy(run_id: int, requests: list[RequestResult]) -> None:
                     r.tpot_ms, pack(r.chunk_times_ms, FLOAT64), pack(r.chunk_tokens, UINT32), r.finish_reason or "",
                     r.error or "", r.spec_acceptance_length, pack(r.spec_accepted_per_step, UINT16),
                     pack(r.spec_proposed_per_step, UINT16), pack_token_ids(r.output_token_ids), r.queue_ms,
+                    r.server_decode_ms,
                 )
             )  # fmt: skip
 
@@ -53,8 +54,15 @@ def _edge_cases() -> list[RequestResult]:
             spec_accepted_per_step=[],
             spec_proposed_per_step=[],
             queue_ms=0.0,
+            server_decode_ms=0.0,
         ),
-        RequestResult(prompt_index=6, output_tokens=3, spec_accepted_per_step=[65535, 0], spec_proposed_per_step=[1]),
+        RequestResult(
+            prompt_index=6,
+            output_tokens=3,
+            spec_accepted_per_step=[65535, 0],
+            spec_proposed_per_step=[1],
+            server_decode_ms=12.345678901234567,
+        ),
     ]
 
 

@@ -255,3 +255,54 @@ def test_a_plain_request_times_only_the_steps_after_its_first_chunk():
     # The usual one-token first chunk: output tokens - 1 steps.
     usual = RequestSteps(2, 1, 1, 11, 100.0, 200.0, None, speculative=False)
     assert steps.decode_phase(usual) == (10, 10, 100.0)
+
+
+def test_the_engines_decode_time_is_used_where_the_server_reported_it():
+    # 11 tokens, of which the client read all but the last in its first chunk (TTFT 100 ms,
+    # E2E 101 ms): timed at the client that is 1 step in 1 ms. The engine timed its first and
+    # last token 90 ms apart: all 10 steps after the first token, 9 ms each.
+    late = RequestSteps(
+        2, 1, 1, 11, 100.0, 101.0, None, speculative=False, server_decode_ms=90.0, first_chunk_tokens=10
+    )
+    assert steps.decode_phase(late) == (10, 10, 90.0)
+    # The whole output in one chunk: no decode time at the client, the engine's 90 ms still count.
+    whole = RequestSteps(
+        2, 1, 1, 11, 100.0, 100.0, None, speculative=False, server_decode_ms=90.0, first_chunk_tokens=11
+    )
+    assert steps.decode_phase(whole) == (10, 10, 90.0)
+    # Speculative: the steps still come from vLLM's per-step counts (2 + 1 accepted, 5 plain: 7).
+    spec = RequestSteps(3, 1, 1, 11, 50.0, 134.0, [2, 1], speculative=True, server_decode_ms=70.0)
+    assert steps.decode_phase(spec) == (10, 7, 70.0)
+    # Without its per-step counts a speculative request's steps are unknown, timed or not.
+    assert (
+        steps.decode_phase(RequestSteps(3, 1, 1, 11, 50.0, 134.0, None, speculative=True, server_decode_ms=70.0))
+        is None
+    )
+    # One token: nothing to decode whatever the server says.
+    assert (
+        steps.decode_phase(RequestSteps(2, 1, 1, 1, 50.0, 50.0, None, speculative=False, server_decode_ms=0.0)) is None
+    )
+    # No client timings (they are not needed): the engine's time still counts.
+    assert steps.decode_phase(RequestSteps(2, 1, 1, 3, None, None, None, speculative=False, server_decode_ms=8.0)) == (
+        2, 2, 8.0,
+    )  # fmt: skip
+
+
+def test_the_cost_ratio_uses_the_engines_time_when_the_client_read_a_calibration_run_at_once():
+    # A draft model served alone outruns the client: every output arrives in one chunk, so at
+    # the client it has no decode phase and no step time. With the engine's time: 10 steps in
+    # 20 ms (2 ms a step) against the baseline's 10 steps in 100 ms: c = 0.2.
+    records = [
+        RequestSteps(BASE, 1, 1, 11, 50.0, 150.0, None, speculative=False, server_decode_ms=100.0),
+        RequestSteps(9, 1, 1, 11, 30.0, 30.0, None, speculative=False, server_decode_ms=20.0, first_chunk_tokens=11),
+    ]
+    rows = {row.arm: row for row in steps.step_accounting(records, baseline=BASE, arms=[9])}
+    assert rows[9].step_ms == pytest.approx(2.0)
+    assert rows[9].relative_cost.point == pytest.approx(0.2)
+    # The same records without the engine's time: the calibration arm has no row.
+    without = [
+        RequestSteps(r.arm, r.level, r.block, r.output_tokens, r.ttft_ms, r.e2e_ms, None, speculative=False,
+                     first_chunk_tokens=r.first_chunk_tokens)
+        for r in records
+    ]  # fmt: skip
+    assert 9 not in {row.arm for row in steps.step_accounting(without, baseline=BASE, arms=[9])}

@@ -44,6 +44,7 @@ def test_baseline_args():
     assert "--per-request-spec-decode-metrics" not in args
     assert "--enforce-eager" not in args
     assert "--kv-cache-memory-bytes" not in args
+    assert "--enable-per-request-metrics" in args  # the engine's decode time, for every arm
     assert all(isinstance(arg, str) for arg in args)
 
 

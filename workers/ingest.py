@@ -32,6 +32,7 @@ REQUEST_COLUMNS = (
     "spec_proposed_per_step",
     "output_token_ids",
     "queue_ms",
+    "server_decode_ms",
 )
 CAPACITY_COLUMNS = (
     "capacity_samples",

@@ -10,7 +10,9 @@ Each request streams (`stream: true`) and asks for:
 - `stream_options.include_usage: true`, so that the last data event carries `usage`
   (prompt and completion token counts) and, when the server runs with
   `--per-request-spec-decode-metrics`, `metrics.speculative_decoding` (mean acceptance
-  length; per-step accepted/drafted arrays at the `detailed` level).
+  length; per-step accepted/drafted arrays at the `detailed` level) and, with
+  `--enable-per-request-metrics`, `metrics.generation_time_ms`: the engine's own time from
+  the first output token to the last (`server_decode_ms`), which the step accounting uses.
 
 Timing follows the metric definitions in docs/metrics.md: TTFT is send → first chunk carrying
 tokens, E2E is send → last chunk carrying tokens, TPOT is (E2E − TTFT) / (tokens − 1).
@@ -72,6 +74,9 @@ class RequestResult:
     chunk_tokens: array = field(default_factory=UINT32.new)
     output_token_ids: array = field(default_factory=UINT32.new)
     queue_ms: float | None = None
+    # vLLM's own decode time (first output token to last, engine timestamps): with
+    # --enable-per-request-metrics it rides on the final usage chunk.
+    server_decode_ms: float | None = None
     finish_reason: str = ""
     error: str = ""
     spec_acceptance_length: float | None = None
@@ -148,7 +153,10 @@ def apply_event(result: RequestResult, event: dict, at_ms: float) -> None:
     if usage := event.get("usage"):
         result.input_tokens = usage.get("prompt_tokens", result.input_tokens)
         result.output_tokens = usage.get("completion_tokens", 0)
-    if spec := (event.get("metrics") or {}).get("speculative_decoding"):
+    metrics = event.get("metrics") or {}
+    if metrics.get("generation_time_ms") is not None:
+        result.server_decode_ms = float(metrics["generation_time_ms"])
+    if spec := metrics.get("speculative_decoding"):
         _apply_spec_metrics(result, spec)
 
 

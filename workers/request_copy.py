@@ -28,7 +28,7 @@ _FIXED = np.dtype(
         *(("input", ">i4"), ("l_output", ">i4"), ("output", ">i4"), ("l_sent", ">i4"), ("sent", ">f8")),
     ]
 )
-FIELDS = 17
+FIELDS = 18
 
 
 class Segment:
@@ -91,6 +91,7 @@ def _segments(run_id: int, requests: Sequence[RequestResult]) -> list[Segment]:
         *_bytes([pack(r.spec_proposed_per_step, UINT16) for r in requests]),
         *_bytes([pack(r.output_token_ids, UINT32) for r in requests]),
         _float([r.queue_ms for r in requests]),
+        _float([r.server_decode_ms for r in requests]),
     ]
 
 

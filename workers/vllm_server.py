@@ -83,6 +83,8 @@ def build_server_args(
         "--seed", str(seed),
         "--enable-prefix-caching" if prefix_caching else "--no-enable-prefix-caching",
         "--disable-uvicorn-access-log",
+        # Every response's last chunk carries the engine's own decode time (loadgen.server_decode_ms).
+        "--enable-per-request-metrics",
     ]  # fmt: skip
     if enforce_eager if enforce_eager is not None else not cuda_visible():
         args.append("--enforce-eager")
