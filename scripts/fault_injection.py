@@ -1,6 +1,6 @@
 """Play faults against a real specdash and print what happened.
 
-    .venv/bin/python scripts/fault_injection.py [--only NAME ...] [--markdown docs/faults.md]
+    .venv/bin/python scripts/fault_injection.py [--only NAME ...] [--markdown FILE] [--logs DIR]
 
 Starts a stack of its own in a temporary folder, so that nothing shared is restarted, from
 the checkout's last commit (`git archive HEAD`: what is played is what was committed): a
@@ -9,7 +9,9 @@ control worker (reaper, dispatcher, beat) and gunicorn, all real processes, with
 models (./dev build_demo_models first). Each scenario submits a small experiment on the
 demo target, injects its fault, and reads the database: runs lost (not succeeded, where
 success was possible), request rows duplicated, and seconds from the fault being
-detectable to recovery. Every process it starts is stopped on every exit path.
+detectable to recovery. Every process it starts is stopped on every exit path, and the
+folder is removed; --logs copies its logs (workers, control worker, gunicorn, PostgreSQL,
+Redis, vLLM servers) to a folder first, to check an outcome against what the processes said.
 """
 
 import argparse
@@ -158,8 +160,10 @@ class Stack:
     def worker_start(self, name: str = "cpu", **env: str) -> None:
         args = [str(VENV / "celery"), "-A", "specdash", "worker", "-Q", "cpu", "-n", f"{name}@faults",
                 "--concurrency", "1", "--prefetch-multiplier", "1", "--loglevel", "INFO"]  # fmt: skip
+        log = self.folder / f"worker-{name}.log"
+        offset = log.stat().st_size if log.exists() else 0  # a restarted worker appends to its log
         self._spawn(f"worker-{name}", args, self.env | env)
-        wait_for(lambda: "ready." in (self.folder / f"worker-{name}.log").read_text(), timeout_s=60, what="worker")
+        wait_for(lambda: b"ready." in log.read_bytes()[offset:], timeout_s=60, what="worker")
 
     def control_start(self) -> None:
         args = [str(VENV / "celery"), "-A", "specdash", "worker", "-Q", "control", "-n", "control@faults",
@@ -183,6 +187,15 @@ class Stack:
         for name in list(self.processes):
             self.stop(name)
         self.pg_stop()
+
+    def logs_copy(self, target: Path) -> None:
+        """The processes' logs and the vLLM servers' (data/server-logs), kept after the folder goes."""
+        target.mkdir(parents=True, exist_ok=True)
+        for log in self.folder.glob("*.log"):
+            shutil.copy(log, target / log.name)
+        servers = self.folder / "data" / "server-logs"
+        if servers.is_dir():
+            shutil.copytree(servers, target / "server-logs", dirs_exist_ok=True)
 
 
 # ---------------------------------------------------------------- what the scenarios share
@@ -256,6 +269,24 @@ def server_pgid(stack: Stack) -> int:
     return int(pids[0].stem)
 
 
+class LogMark:
+    """What a process wrote to its log since the mark (its log grows across restarts)."""
+
+    def __init__(self, stack: Stack, name: str):
+        self.path = stack.folder / f"{name}.log"
+        self.offset = self.path.stat().st_size
+
+    def since(self) -> str:
+        with open(self.path, "rb") as log:
+            log.seek(self.offset)
+            return log.read().decode(errors="replace")
+
+
+def host_memory_gib() -> float:
+    with open("/proc/meminfo") as meminfo:
+        return next(int(line.split()[1]) for line in meminfo if line.startswith("MemTotal:")) / 2**20
+
+
 def row(name: str, done: str, experiment, started: float | None, recovered: float | None, expect: str) -> Row:
     experiment = finished(experiment)
     lost, duplicated = counts(experiment)
@@ -278,50 +309,67 @@ def taken_back(run) -> bool:
 def kill_worker_child(stack: Stack, owner) -> Row:
     experiment = submit(owner)
     run = running_run(experiment)
+    log = LogMark(stack, "worker-cpu")
     os.kill(pool_child(stack), signal.SIGKILL)
     killed = time.monotonic()
     wait_for(lambda: taken_back(run), timeout_s=120, what="the run taken back", every_s=0.2)
-    return row(
-        "worker killed mid-run",
-        "kill -9 of the pool process running the load",
-        experiment,
-        killed,
-        time.monotonic(),
-        "run queued again at once, measured again on a fresh server",
+    taken = time.monotonic()
+    finished(experiment)
+    said = log.since()
+    redelivered = re.search(rf"received experiment {experiment.id}$", said, re.M)
+    orphan_stopped = "stopped an orphaned vLLM server" in said
+    seen = (
+        "run queued again at once, measured again on a fresh server"
+        if redelivered and orphan_stopped
+        else f"run taken back; worker log: task delivered again {bool(redelivered)}, orphaned server stopped "
+        f"{orphan_stopped}"
     )
+    return row("worker killed mid-run", "kill -9 of the pool process running the load", experiment, killed, taken, seen)
 
 
 def kill_whole_worker(stack: Stack, owner) -> Row:
     experiment = submit(owner)
     run = running_run(experiment)
+    control = LogMark(stack, "control")
     os.killpg(stack.processes["worker-cpu"].pid, signal.SIGKILL)
     killed = time.monotonic()
     stack.processes.pop("worker-cpu").wait()
     stack.worker_start()  # a supervisor restarts it; the message itself waits for the visibility timeout
     wait_for(lambda: taken_back(run), timeout_s=120, what="the run taken back", every_s=0.2)
+    taken = time.monotonic()
+    finished(experiment)
+    reaped = f"re-dispatching experiment {experiment.id}: its worker process stopped beating" in control.since()
     return row(
         "whole worker killed mid-run",
         "kill -9 of the worker's process group, worker restarted",
         experiment,
         killed,
-        time.monotonic(),
-        "reaper took the experiment back after the 30 s beat limit",
+        taken,
+        "reaper took the experiment back after the 30 s beat limit"
+        if reaped
+        else "run taken back, but the control worker's log does not say the reaper re-dispatched it",
     )
 
 
 def kill_server(stack: Stack, owner) -> Row:
     experiment = submit(owner)
     run = running_run(experiment)
+    log = LogMark(stack, "worker-cpu")
     os.killpg(server_pgid(stack), signal.SIGKILL)
     killed = time.monotonic()
     wait_for(lambda: taken_back(run), timeout_s=120, what="the run taken back", every_s=0.2)
+    taken = time.monotonic()
+    finished(experiment)
+    fresh = "starting a fresh server" in log.since()
     return row(
         "vLLM server killed mid-run",
         "kill -9 of the server's process group",
         experiment,
         killed,
-        time.monotonic(),
-        "fresh server started, run measured again",
+        taken,
+        "fresh server started, run measured again"
+        if fresh
+        else "run taken back, but the worker log does not say a fresh server started",
     )
 
 
@@ -332,6 +380,7 @@ def server_never_healthy(stack: Stack, owner) -> Row:
         experiment = submit(owner)
         started = time.monotonic()
         ended = finished(experiment)
+        recovered = time.monotonic()  # the worker's restart below is not part of it
     finally:
         stack.stop("worker-cpu")
         stack.worker_start()
@@ -343,7 +392,7 @@ def server_never_healthy(stack: Stack, owner) -> Row:
         f"runs failed: {error}",
         0,
         duplicated,
-        round(time.monotonic() - started, 1),
+        round(recovered - started, 1),
     )
 
 
@@ -354,19 +403,29 @@ def server_out_of_memory(stack: Stack, owner) -> Row:
         experiment = submit(owner)
         started = time.monotonic()
         ended = finished(experiment)
+        recovered = time.monotonic()  # the worker's restart below is not part of it
     finally:
         stack.stop("worker-cpu")
         stack.worker_start()
     _, duplicated = counts(ended)
     tail = ended.runs.first().error
     errors = [line for line in tail.splitlines() if re.search(r"Error|memory", line) and "Warning" not in line]
+    outcome = f"runs failed with the server's log: {(errors[-1] if errors else tail[:80]).strip()[:160]}"
+    # The cause as vLLM states it, from the server's whole log, and whether the run kept it.
+    logs = (Path(stack.env["SPECDASH_DATA_DIR"]) / "server-logs" / f"experiment-{ended.id}").glob("*.log")
+    lines = [line for log in logs for line in log.read_text(errors="replace").splitlines()]
+    causes = [match.group(0).strip() for line in lines if (match := re.search(r"\w*Error\b.*memory.*", line))]
+    if causes:
+        kept = "among the lines the run kept" if causes[-1] in tail else "higher up than the lines the run kept"
+        first_sentence = re.split(r"(?<=\.)\s", causes[-1], maxsplit=1)[0][:200]
+        outcome += f"; vLLM's reason, {kept}: {first_sentence}"
     return Row(
         "server out of memory",
-        "KV cache of 4096 GiB asked on a 24 GiB host",
-        f"runs failed with the server's log: {(errors[-1] if errors else tail[:80]).strip()[:160]}",
+        f"KV cache of 4096 GiB asked (SPECDASH_CPU_KVCACHE_GIB) on a host of {host_memory_gib():.1f} GiB",
+        outcome,
         0,
         duplicated,
-        round(time.monotonic() - started, 1),
+        round(recovered - started, 1),
     )
 
 
@@ -481,8 +540,17 @@ def delivered_twice(stack: Stack, owner) -> Row:
 
 def cancel_mid_run(stack: Stack, owner) -> Row:
     from experiments import services
+    from experiments.models import RequestRecord, Run
 
-    experiment = submit(owner)
+    # Cancelled during the second run, so that the first one's results are there to keep;
+    # 24 prompts of 48 tokens, so that the second run lasts long enough to be caught.
+    experiment = submit(owner, num_prompts=24, max_tokens=48)
+    wait_for(
+        lambda: experiment.runs.filter(status=Run.Status.SUCCEEDED).exists(),
+        timeout_s=400,
+        what="a run stored",
+        every_s=0.1,
+    )
     running_run(experiment)
     pgid = server_pgid(stack)
     services.experiment_cancel(experiment=experiment, by=owner)
@@ -492,13 +560,16 @@ def cancel_mid_run(stack: Stack, owner) -> Row:
         timeout_s=60,
         what="the server stopped",
     )
+    stopped = time.monotonic()
+    finished(experiment)
+    kept = RequestRecord.objects.filter(run__experiment=experiment, run__status=Run.Status.SUCCEEDED).count()
     return row(
         "cancellation mid-run",
-        "experiment cancelled during a run's load",
+        "experiment cancelled during its second run's load",
         experiment,
         cancelled,
-        time.monotonic(),
-        "load and server stopped, completed runs kept",
+        stopped,
+        f"load and server stopped, the completed run kept ({kept} of its 24 request rows)",
     )
 
 
@@ -565,8 +636,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", choices=list(SCENARIOS), help="scenarios to play (default: all)")
     parser.add_argument("--markdown", type=Path, help="also write the table to this file")
+    parser.add_argument("--logs", type=Path, help="copy the stack's logs to this folder before it is removed")
     options = parser.parse_args()
     markdown = options.markdown.resolve() if options.markdown else None
+    logs = options.logs.resolve() if options.logs else None
     if not (MODELS / "target" / "config.json").exists():
         sys.exit("the demo models are missing: ./dev manage build_demo_models")
     # `timeout` and CI stop it with SIGTERM: unwind, so that the stack is stopped.
@@ -598,6 +671,8 @@ def main() -> int:
                 print(f"{name}: {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
         finally:
             stack.shutdown()
+            if logs:
+                stack.logs_copy(logs)
     print(table(rows))
     if markdown:
         markdown.write_text(table(rows) + "\n")
