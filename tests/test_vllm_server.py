@@ -291,3 +291,28 @@ def test_the_worker_init_hook_stops_the_servers_of_a_killed_worker(tmp_path, set
                 os.killpg(pgid, signal.SIGKILL)
         stranger.kill()
         stranger.wait()
+
+
+def test_the_log_tail_leads_with_the_first_exception_logged_above_it(tmp_path):
+    # As vLLM's CPU build logs a KV cache larger than the host: a worker process raises the
+    # reason, a hundred lines later the API server ends with a generic "see above".
+    lines = [
+        "(APIServer pid=1) WARNING [system_utils.py:255] This can cause fd limit errors like `OSError: [Errno 24] Too many open files`.",  # noqa: E501
+        *[f"(EngineCore pid=2) INFO loading {n}" for n in range(10)],
+        "(VllmWorker-0 pid=3) ERROR [multiproc_executor.py:953] ValueError: Available memory on node 0 (20.26/23.54 GiB) is less than requested memory for kv (4096.0 GiB).",  # noqa: E501
+        *[f"(EngineCore pid=2) ERROR traceback line {n}" for n in range(100)],
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+    ]
+    log = tmp_path / "vllm.log"
+    log.write_text("\n".join(lines) + "\n")
+    server = VllmServer(["/bin/true", "--port", "1"], log_path=log)
+    tail = server.log_tail().splitlines()
+    assert tail[0] == lines[11]  # the reason, not the warning that only names an exception
+    assert tail[1] == "[...]"
+    assert tail[2:] == lines[-40:]
+    # Nothing raised above the tail: just the tail.
+    log.write_text("\n".join(lines[:11] + lines[12:]) + "\n")
+    assert server.log_tail().splitlines() == (lines[:11] + lines[12:])[-40:]
+    # A short log is all tail.
+    log.write_text("\n".join(lines[10:13]) + "\n")
+    assert server.log_tail().splitlines() == lines[10:13]

@@ -406,7 +406,7 @@ def session_attempt(execution: Execution, session: Session) -> None:
                 profiling.session_profile(server.base_url, experiment, session.arm, levels, execution.prompts)
     except ServerStartError as exc:
         logger.error("vLLM did not start for %s: %s", session.arm, exc)
-        error = f"The vLLM server did not start: {exc}"
+        error = f"The vLLM server did not start: {exc.message}"
         error += f"\n\nLast lines of its log:\n{exc.log_tail}" if exc.log_tail else ""
         runs_fail(session.runs, error, worker_host=execution.worker_host, worker_name=execution.worker_name)
 

@@ -9,6 +9,7 @@ import atexit
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -26,6 +27,9 @@ from pathlib import Path
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 STOP_GRACE_S = 20.0
 HEALTH_POLL_S = 0.5
+# A raised exception as vLLM logs it: a traceback's last line, or after a log record's
+# "[file.py:N] " or a process tag's ") " (not an exception named inside a warning's text).
+EXCEPTION_LINE = re.compile(r"(?:^|\] |\) )\w+(?:Error|Exception): \S")
 
 
 class ServerStartError(RuntimeError):
@@ -294,6 +298,10 @@ class VllmServer:
         return not _group_alive(proc.pid)
 
     def log_tail(self, lines: int = 40) -> str:
+        """The log's last `lines` lines (of its last 64 KiB), after the first exception logged
+        above them: vLLM often ends with a generic "Engine core initialization failed. See
+        root cause above." while the reason (e.g. not enough memory for the KV cache) was
+        raised by a worker process a hundred lines earlier."""
         try:
             with open(self.log_path, "rb") as log:
                 log.seek(0, os.SEEK_END)
@@ -301,7 +309,10 @@ class VllmServer:
                 data = log.read()
         except FileNotFoundError:
             return ""
-        return "\n".join(data.decode("utf-8", "replace").splitlines()[-lines:])
+        text = data.decode("utf-8", "replace").splitlines()
+        tail, above = text[-lines:], text[:-lines]
+        first = next((line for line in above if EXCEPTION_LINE.search(line)), None)
+        return "\n".join([first, "[...]", *tail] if first else tail)
 
 
 def _group_runs_vllm(pgid: int) -> bool:
