@@ -416,8 +416,9 @@ def server_out_of_memory(stack: Stack, owner) -> Row:
     lines = [line for log in logs for line in log.read_text(errors="replace").splitlines()]
     causes = [match.group(0).strip() for line in lines if (match := re.search(r"\w*Error\b.*memory.*", line))]
     if causes:
-        kept = "among the lines the run kept" if causes[-1] in tail else "higher up than the lines the run kept"
-        first_sentence = re.split(r"(?<=\.)\s", causes[-1], maxsplit=1)[0][:200]
+        in_run = [cause for cause in causes if cause in tail]
+        kept = "in the run's error" if in_run else "only in the server's log, not in the run's error"
+        first_sentence = re.split(r"(?<=\.)\s", (in_run or causes)[0], maxsplit=1)[0][:200]
         outcome += f"; vLLM's reason, {kept}: {first_sentence}"
     return Row(
         "server out of memory",
