@@ -186,7 +186,17 @@ def noise_floor_sentence(metric_name: str, cells: Sequence[Cell]) -> str:
             f"The A/A replicate, identical to the baseline, measured {metric_name} {moved}; "
             "too few blocks for an interval."
         )
-    return (
+    text = (
         f"The A/A replicate, identical to the baseline, measured {metric_name} {moved}: its intervals reach "
         f"±{reach:.1%} from 1, so smaller effects cannot be told from the noise of this host and design."
     )
+    called = [cell for cell in sorted(cells, key=lambda c: c.level) if cell.outcome in (FASTER, SLOWER)]
+    if called:
+        where = ", ".join(f"{cell.outcome} at {cell.level}" for cell in called)
+        text += (
+            f" It was called {where} although nothing differs from the baseline: a false call, which a 95% "
+            "interval makes in about one cell in twenty by chance, and more often when the host's load changes "
+            f"during the experiment. The other arms' {metric_name} verdicts here are no surer than that: "
+            "repeat the experiment with more blocks, on a quieter host, before acting on them."
+        )
+    return text

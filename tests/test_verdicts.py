@@ -190,6 +190,27 @@ def test_noise_floor_sentences_in_full():
     )
 
 
+def test_a_replicate_called_faster_or_slower_is_named_as_a_false_call():
+    # Identical arms: an interval that leaves 1 is a false call, and the sentence says so
+    # (as the fresh-clone demo showed on a host whose load changed during the experiment:
+    # the replicate "faster" at 4, 1.27× [1.02, 1.59]).
+    cells = _cells((1, _est(1.26, 0.95, 1.66)), (4, _est(1.27, 1.02, 1.59)), (8, _est(0.9, 0.85, 0.95)))
+    assert [cell.outcome for cell in cells] == [verdicts.INCONCLUSIVE, verdicts.FASTER, verdicts.SLOWER]
+    assert verdicts.noise_floor_sentence("TPOT", cells) == (
+        "The A/A replicate, identical to the baseline, measured TPOT 1.26× [0.95, 1.66] at 1, "
+        "1.27× [1.02, 1.59] at 4, 0.90× [0.85, 0.95] at 8: its intervals reach ±66.0% from 1, so smaller "
+        "effects cannot be told from the noise of this host and design. It was called faster at 4, slower at 8 "
+        "although nothing differs from the baseline: a false call, which a 95% interval makes in about one cell "
+        "in twenty by chance, and more often when the host's load changes during the experiment. The other "
+        "arms' TPOT verdicts here are no surer than that: repeat the experiment with more blocks, on a quieter "
+        "host, before acting on them."
+    )
+    # Equivalent (inside 1 ± margin) is the right call for identical arms: nothing added.
+    quiet = _cells((1, _est(1.0, 0.99, 1.01)))
+    assert quiet[0].outcome == verdicts.EQUIVALENT
+    assert "false call" not in verdicts.noise_floor_sentence("TPOT", quiet)
+
+
 def test_an_inconclusive_estimate_always_needs_more_blocks_than_it_has():
     # Why the sentence need not check the count against the blocks already run: an
     # inconclusive interval reaches 1 or leaves 1 ± margin, so its half-width is at least
