@@ -160,10 +160,9 @@ class Stack:
     def worker_start(self, name: str = "cpu", **env: str) -> None:
         args = [str(VENV / "celery"), "-A", "specdash", "worker", "-Q", "cpu", "-n", f"{name}@faults",
                 "--concurrency", "1", "--prefetch-multiplier", "1", "--loglevel", "INFO"]  # fmt: skip
-        log = self.folder / f"worker-{name}.log"
-        offset = log.stat().st_size if log.exists() else 0  # a restarted worker appends to its log
+        log = LogMark(self, f"worker-{name}")  # a restarted worker appends to its log
         self._spawn(f"worker-{name}", args, self.env | env)
-        wait_for(lambda: b"ready." in log.read_bytes()[offset:], timeout_s=60, what="worker")
+        wait_for(lambda: "ready." in log.since(), timeout_s=60, what="worker")
 
     def control_start(self) -> None:
         args = [str(VENV / "celery"), "-A", "specdash", "worker", "-Q", "control", "-n", "control@faults",
@@ -270,13 +269,16 @@ def server_pgid(stack: Stack) -> int:
 
 
 class LogMark:
-    """What a process wrote to its log since the mark (its log grows across restarts)."""
+    """What a process wrote to its log since the mark (its log grows across restarts; a
+    process not started yet has none)."""
 
     def __init__(self, stack: Stack, name: str):
         self.path = stack.folder / f"{name}.log"
-        self.offset = self.path.stat().st_size
+        self.offset = self.path.stat().st_size if self.path.exists() else 0
 
     def since(self) -> str:
+        if not self.path.exists():
+            return ""
         with open(self.path, "rb") as log:
             log.seek(self.offset)
             return log.read().decode(errors="replace")
@@ -530,11 +532,12 @@ def delivered_twice(stack: Stack, owner) -> Row:
         experiment_execute.apply_async(args=[experiment.id], queue="cpu")
         sent = time.monotonic()
         held, ended = "held by another live worker", f"experiment {experiment.id} is finished; nothing to do"
-        said = wait_for(
-            lambda: next((text for text in [mark.since()] if held in text or ended in text), None),
-            timeout_s=120,
-            what="the second delivery",
-        )
+
+        def answered() -> str | None:
+            said = mark.since()
+            return said if held in said or ended in said else None
+
+        said = wait_for(answered, timeout_s=120, what="the second delivery")
         seen = (
             "the second worker found the live holder and left it"
             if held in said
