@@ -15,6 +15,10 @@ are timed. Cases, each into a fresh table (after a CHECKPOINT, so each starts al
      toast_tuple_target=128: compressed in the row, if PostgreSQL compresses them
   6. case 2 with the foreign key to a table of runs that experiments_requestrecord has
      (DEFERRABLE INITIALLY DEFERRED, as Django makes it: checked at each commit)
+  7. case 3 with that foreign key: narrow rows shaped like the real table's constraints
+  8. case 3 with each run's arrays stored once: the 500 rows' chunk times and token ids
+     joined into one row of a second table (bytea STORAGE EXTERNAL: out of line, not
+     compressed), inserted in the run's transaction
 
 It prints rows/s, MB/s of the COPY stream, bytes a row on disk (table, TOAST and indexes)
 and in the WAL (cluster-wide, so other databases' writes count too), the server's settings
@@ -73,6 +77,7 @@ class Case:
     half: bool = False
     compressed: bool = False
     foreign_key: bool = False
+    arrays_per_run: bool = False
 
 
 CASES = (
@@ -82,6 +87,8 @@ CASES = (
     Case("4. case 2, bytea at half size", half=True),
     Case("5. case 2, compressed in-line", compressed=True),
     Case("6. case 2 + foreign key to runs", foreign_key=True),
+    Case("7. case 3 + foreign key to runs", arrays=False, foreign_key=True),
+    Case("8. case 3 + arrays once per run", arrays=False, arrays_per_run=True),
 )
 
 
@@ -89,28 +96,31 @@ def _field(value: bytes) -> bytes:
     return struct.pack(">i", len(value)) + value
 
 
-def _row_after_run_id(rng: np.random.Generator, prompt_index: int, case: Case) -> bytes:
-    """One row's fields after its run id, in binary COPY format."""
+def _row_after_run_id(rng: np.random.Generator, prompt_index: int, case: Case) -> tuple[bytes, list[bytes]]:
+    """One row's fields after its run id, in binary COPY format, and its two arrays' bytes."""
     ttft = rng.uniform(30, 60)
     times = ttft + np.cumsum(rng.uniform(20, 40, OUTPUT_TOKENS))
     scalars = (prompt_index, 200, OUTPUT_TOKENS, prompt_index * 0.01, ttft, times[-1], 30.0, 2.8, 1.5)
     numeric = [fmt for _, _, fmt in SCALARS[1:] if fmt]
     fields = [struct.pack(fmt, value) for fmt, value in zip(numeric, scalars, strict=True)]
     fields += [b"length", b""]
+    ids = rng.integers(0, VOCABULARY, OUTPUT_TOKENS)
+    time_type, id_type = ("<f4", "<u2") if case.half else ("<f8", "<u4")
+    arrays = [times.astype(time_type).tobytes(), ids.astype(id_type).tobytes()]
     if case.arrays:
-        ids = rng.integers(0, VOCABULARY, OUTPUT_TOKENS)
-        fields += [times.astype("<f4" if case.half else "<f8").tobytes()]
-        fields += [ids.astype("<u2" if case.half else "<u4").tobytes()]
-    return b"".join(_field(f) for f in fields)
+        fields += arrays
+    return b"".join(_field(f) for f in fields), arrays
 
 
 def _columns(case: Case) -> list[str]:
     return [name for name, _, _ in SCALARS] + (list(ARRAYS) if case.arrays else [])
 
 
-def _rows(case: Case, batch: int) -> list[bytes]:
+def _rows(case: Case, batch: int) -> tuple[list[bytes], list[bytes]]:
+    """The batch's rows, and its arrays joined column by column (for arrays_per_run)."""
     rng = np.random.default_rng(0)
-    return [_row_after_run_id(rng, i, case) for i in range(batch)]
+    rows, arrays = zip(*(_row_after_run_id(rng, i, case) for i in range(batch)), strict=True)
+    return list(rows), [b"".join(column) for column in zip(*arrays, strict=True)]
 
 
 def _batch(run_id: int, rows: list[bytes], fields: int) -> bytes:
@@ -135,6 +145,11 @@ def _create_table(cur: psycopg.Cursor, case: Case, runs: int) -> None:
         cur.execute("CREATE TABLE runs (id bigint PRIMARY KEY)")
         cur.execute("INSERT INTO runs SELECT generate_series(1, %s)", (runs,))
         cur.execute("ALTER TABLE ceiling ADD FOREIGN KEY (run_id) REFERENCES runs DEFERRABLE INITIALLY DEFERRED")
+    if case.arrays_per_run:
+        columns = ", ".join(f"{name} bytea NOT NULL" for name in ARRAYS)
+        cur.execute(f"CREATE TABLE run_arrays (run_id bigint PRIMARY KEY, {columns})")
+        for name in ARRAYS:
+            cur.execute(f"ALTER TABLE run_arrays ALTER {name} SET STORAGE EXTERNAL")
 
 
 def _compression(cur: psycopg.Cursor) -> str:
@@ -154,21 +169,27 @@ def measure(conn: psycopg.Connection, case: Case, *, rows: int, batch: int) -> d
         _create_table(conn.cursor(), case, runs)
     conn.execute("CHECKPOINT")
     copy_sql = f"COPY ceiling ({', '.join(_columns(case))}) FROM STDIN WITH (FORMAT BINARY)"
-    template, fields = _rows(case, batch), len(_columns(case))
+    (template, arrays), fields = _rows(case, batch), len(_columns(case))
+    insert_arrays = f"INSERT INTO run_arrays (run_id, {', '.join(ARRAYS)}) VALUES (%s, %s, %s)"
     wal_start, seconds, stream = _wal_lsn(conn), 0.0, 0
     for run_id in range(1, runs + 1):
         data = _batch(run_id, template, fields)
         start = time.perf_counter()
-        with conn.transaction(), conn.cursor().copy(copy_sql) as copy:
-            copy.write(data)
+        with conn.transaction():
+            with conn.cursor().copy(copy_sql) as copy:
+                copy.write(data)
+            if case.arrays_per_run:
+                conn.execute(insert_arrays, (run_id, *arrays), binary=True)
         seconds += time.perf_counter() - start
-        stream += len(data)
+        stream += len(data) + (sum(map(len, arrays)) if case.arrays_per_run else 0)
     wal = conn.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s)", (wal_start,)).fetchone()[0]
     figures = {"rows": runs * batch, "seconds": seconds, "stream": stream, "wal": float(wal)}
     figures |= _table_facts(conn, case)
     conn.execute("DROP TABLE ceiling")
     if case.foreign_key:
         conn.execute("DROP TABLE runs")
+    if case.arrays_per_run:
+        conn.execute("DROP TABLE run_arrays")
     return figures
 
 
@@ -176,6 +197,8 @@ def _table_facts(conn: psycopg.Connection, case: Case) -> dict:
     """Size on disk, and how many chunk-times values PostgreSQL stored compressed."""
     compressed = "count(pg_column_compression(chunk_times_ms))" if case.arrays else "0"
     disk, compressed = conn.execute(f"SELECT pg_total_relation_size('ceiling'), {compressed} FROM ceiling").fetchone()
+    if case.arrays_per_run:
+        disk += conn.execute("SELECT pg_total_relation_size('run_arrays')").fetchone()[0]
     return {"disk": disk, "compressed": compressed}
 
 
