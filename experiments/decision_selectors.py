@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from django.db.models import Prefetch, QuerySet
 
+from experiments import teams
 from experiments.models import Decision, DecisionEvent, DecisionEvidence
 
 
@@ -53,16 +54,23 @@ def decision_with_record(*, pk: int, user) -> Decision:
     return _with_people(Decision.objects.visible_to(user).prefetch_related(citations, events)).get(pk=pk)
 
 
+def _of_my_teams(user) -> QuerySet[Decision]:
+    """Decisions of the teams `user` is in: the ones they may review (experiments.decisions
+    lets only members approve, reject or dismiss a flag). A superuser sees every team's
+    decisions but is asked to act on their own teams' only."""
+    return Decision.objects.filter(team__in=teams.teams_of(user).values("pk"))
+
+
 def decisions_awaiting(*, user) -> QuerySet[Decision]:
     """Proposals of the user's teams someone else wrote, which this user may approve."""
-    proposed = Decision.objects.visible_to(user).filter(state=Decision.State.PROPOSED)
+    proposed = _of_my_teams(user).filter(state=Decision.State.PROPOSED)
     return _with_people(proposed.exclude(proposed_by=user))
 
 
 def decisions_flagged(*, user) -> QuerySet[Decision]:
     """Final decisions of the user's teams that a newer experiment contradicts, most recently
     flagged first."""
-    flagged = Decision.objects.visible_to(user).filter(state=Decision.State.FINAL, flagged_at__isnull=False)
+    flagged = _of_my_teams(user).filter(state=Decision.State.FINAL, flagged_at__isnull=False)
     return _with_people(flagged).order_by("-flagged_at")
 
 

@@ -4,6 +4,7 @@ views less than 30 minutes apart), proposals waiting for my approval, flagged de
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth.models import Group
 from django.urls import reverse
 from django.utils import timezone
 
@@ -91,3 +92,30 @@ def test_proposals_by_others_wait_for_me_and_flagged_decisions_show(logged_in_cl
     assert [d.pk for d in notices.flagged] == [flagged.pk]
     assert f'data-decision="{theirs.pk}"' in response.text
     assert "Waiting for your approval" in response.text
+
+
+def test_a_superuser_is_asked_to_review_their_own_teams_decisions_only(client):
+    """A superuser sees every team's decisions, but only members may approve or dismiss a
+    flag (experiments.decisions), so another team's proposals and flags are not theirs to act on."""
+    red = Group.objects.create(name="red")
+    alice, bob = UserFactory(username="alice"), UserFactory(username="bob")
+    for member in (alice, bob):
+        member.groups.set([red])
+    evidence = seed_finished_experiment(name="red's evidence", owner=alice, team=red)
+    arm = evidence.arms.get(label="n-gram k=4")
+
+    def propose(service):
+        spec = DecisionSpec(service, Decision.Kind.DEPLOY, arm, 4, "tpot", "Faster.", [evidence])
+        return decisions.decision_propose(by=alice, spec=spec)
+
+    waiting = propose("chat")
+    flagged = propose("search")
+    decisions.decision_approve(decision=flagged, by=bob, version=1)
+    Decision.objects.filter(pk=flagged.pk).update(flagged_at=timezone.now(), flag_reason="Contradicted.")
+    root = UserFactory(username="root", is_staff=True, is_superuser=True)  # in the default team only
+
+    assert not notifications.notices_for(user=root, since=None)
+    assert Decision.objects.visible_to(root).count() == 2  # they still see them
+    bobs = notifications.notices_for(user=bob, since=None)
+    assert bobs.awaiting == [waiting]
+    assert [d.pk for d in bobs.flagged] == [flagged.pk]
