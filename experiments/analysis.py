@@ -234,10 +234,9 @@ def _per_request_series(experiment: Experiment) -> dict:
             tpot[cell].append(tpot_ms)
         if acceptance_length is not None:
             tau[cell].append(acceptance_length)
-        request_steps = stats.decode_steps(output_tokens, accepted)
         emitted[cell] += max(0, output_tokens - 1)
-        decode[cell] += request_steps
-        along[arm_id].append((chunks, request_steps))
+        decode[cell] += stats.decode_steps(output_tokens, accepted)
+        along[arm_id].append(stats.decode_step_tokens(output_tokens, accepted, chunks))
         if accepted and proposed:
             steps[arm_id].append((accepted, proposed))
     along_output = {
@@ -248,7 +247,8 @@ def _per_request_series(experiment: Experiment) -> dict:
         "acceptance_length_cdf": {key: _cdf(values) for key, values in tau.items()},
         "tokens_per_step": {cell: stats.tokens_per_decode_step(emitted[cell], decode[cell]) for cell in emitted},
         "along_output": {arm: buckets for arm, (buckets, _) in along_output.items()},
-        "along_output_merged": {arm: merged for arm, (_, merged) in along_output.items()},
+        # The requests left out; the key keeps the name it had when only merged chunks were read.
+        "along_output_merged": {arm: left_out for arm, (_, left_out) in along_output.items()},
         "along_output_bucket_tokens": ALONG_OUTPUT_BUCKET_TOKENS,
         "conditional_drafted": {
             str(arm_id): stats.per_position_conditional_from_steps(arm_steps) for arm_id, arm_steps in steps.items()

@@ -252,7 +252,7 @@ class Results:
         return [(title, key, series.get(key, [])) for title, key in titles]
 
     @property
-    def along_output_merged(self) -> int:
+    def along_output_left_out(self) -> int:
         series = self.analysis.series.get("along_output_merged", {}) if self.analysis else {}
         return sum(series.values())
 

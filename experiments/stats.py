@@ -204,44 +204,68 @@ def _steps_beyond(reach: np.ndarray, positions: int) -> list[int]:
     return at_least[1 : positions + 1].tolist()
 
 
-def tokens_per_step_along_output(
-    requests: Iterable[tuple[Sequence[int], int]], bucket_tokens: int
-) -> tuple[list[tuple[int, float, int]], int]:
-    """Tokens per decode step against the position in the output, from the streamed chunks.
+def decode_step_tokens(
+    output_tokens: int, accepted_per_step: Sequence[int] | None, chunk_tokens: Sequence[int]
+) -> Sequence[int] | None:
+    """The output tokens of each of a request's decode steps, in order, or None when its
+    record cannot tell them apart.
 
-    `requests` yields (chunk_tokens, decode steps) per request. vLLM streams one chunk per
-    engine step unless the client falls behind, when it merges several steps into one
-    chunk; a request is used only when its chunks after the first number exactly its
-    decode steps (see decode_steps), so every chunk is one step: the accepted draft tokens
-    plus the bonus or corrected token, or a single token on a step that drafted nothing.
-    The first chunk comes from prefill and is left out. A step is put in the bucket of
-    the output index where it starts (the first decode step starts at index 1).
+    From vLLM's per-request `per_step_accepted` when it accounts for every step, as it does
+    for methods that draft at every step (a draft model, EAGLE, MTP): step i emits
+    accepted_i + 1 tokens, the last one cut where the output ended (see decode_steps).
+    Otherwise (plain decoding, or a lookup method that skipped drafting on some steps, which
+    the list leaves out) from the streamed chunks after the first, which vLLM sends one per
+    engine step unless the client falls behind and it merges several: they are used only
+    when they number exactly the decode steps. None when they do not.
+    """
+    emitted = max(0, output_tokens - 1)
+    if accepted_per_step:
+        steps, produced = [], 0
+        for accepted in accepted_per_step:
+            if produced >= emitted:
+                break
+            steps.append(min(accepted + 1, emitted - produced))
+            produced += steps[-1]
+        if produced == emitted:
+            return steps
+    if len(chunk_tokens) - 1 == decode_steps(output_tokens, accepted_per_step):
+        return chunk_tokens[1:]
+    return None
+
+
+def tokens_per_step_along_output(
+    requests: Iterable[Sequence[int] | None], bucket_tokens: int
+) -> tuple[list[tuple[int, float, int]], int]:
+    """Tokens per decode step against the position in the output.
+
+    `requests` yields each request's tokens per decode step in order (decode_step_tokens),
+    or None for a request whose steps cannot be told apart, which is left out and counted.
+    The first token comes from prefill, so the first decode step starts at output index 1;
+    a step is put in the bucket of the output index where it starts.
 
     Returns ([(bucket_start, mean tokens per step, steps)] sorted by bucket_start, the
-    number of requests left out because their chunks were merged).
+    number of requests left out).
     """
     if bucket_tokens < 1:
         raise ValueError("bucket_tokens must be at least 1")
-    used, merged = [], 0
-    for chunks, steps in requests:
-        if len(chunks) - 1 == steps:
-            used.append(chunks)  # not empty: no chunks would be -1 chunks after the first
-        else:
-            merged += 1
+    used, left_out = [], 0
+    for steps in requests:
+        if steps is None:
+            left_out += 1
+        elif len(steps):  # a one-token output has no decode step
+            used.append(steps)
     tokens = _flat(used)
     lengths = np.fromiter(map(len, used), np.int64, len(used))
     first = np.cumsum(lengths) - lengths
-    # Where each chunk starts in its request's output: the tokens of the chunks before it.
+    # Where each step starts in its request's output: 1 plus the tokens of the steps before it.
     before = np.cumsum(tokens) - tokens
-    starts = before - np.repeat(before[first], lengths)
-    decode = np.ones(len(tokens), bool)
-    decode[first] = False
-    buckets, where = np.unique(starts[decode] // bucket_tokens * bucket_tokens, return_inverse=True)
+    starts = 1 + before - np.repeat(before[first], lengths)
+    buckets, where = np.unique(starts // bucket_tokens * bucket_tokens, return_inverse=True)
     totals = np.zeros(len(buckets), np.int64)
-    np.add.at(totals, where, tokens[decode])
+    np.add.at(totals, where, tokens)
     counts = np.bincount(where, minlength=len(buckets))
     rows = zip(buckets.tolist(), totals.tolist(), counts.tolist(), strict=True)
-    return [(start, total / n, n) for start, total, n in rows], merged
+    return [(start, total / n, n) for start, total, n in rows], left_out
 
 
 # ---------------------------------------------------------------- Leviathan et al. 2023

@@ -130,6 +130,36 @@ def test_no_fidelity_when_sampling(experiment):
     assert experiment_analyse(experiment=experiment).fidelity == []
 
 
+def test_along_the_output_reads_merged_requests_from_their_per_step_counts(experiment):
+    """A request whose chunks merged still counts where vLLM's per-step counts account for
+    every step; one whose counts miss steps (and a plain one) is left out."""
+    arm = experiment.arms.get(label="n-gram k=4")
+    first = RequestRecord.objects.filter(run__arm=arm).order_by("id")
+    # 10 tokens after the first in steps of 3, 3, 3 and 1 (the last step's 3 accepted cut to 1):
+    # start at indices 1, 4, 7 (bucket 0) and 10 (bucket 8). Chunks merged into 2.
+    covered = first[0]
+    covered.chunk_tokens, covered.spec_accepted_per_step = [1, 6, 4], [2, 2, 2, 3]
+    covered.spec_proposed_per_step = [4, 4, 4, 4]
+    covered.save()
+    # The seeded steps [2, 1] miss the 5 steps that drafted nothing, and the chunks merged.
+    missed = first[1]
+    missed.chunk_tokens = [1, 5, 5]
+    missed.save()
+    baseline_record = RequestRecord.objects.filter(run__arm__label="baseline").order_by("id").first()
+    baseline_record.chunk_tokens = [1, 2] + [1] * 8
+    baseline_record.save()
+
+    analysis = experiment_analyse(experiment=experiment)
+
+    # The other 10 of the 12 requests as seeded: 4 steps of 7 tokens in bucket 0, 3 of 3 in
+    # bucket 8; the covered one adds 3 steps of 9 tokens to bucket 0 and 1 of 1 to bucket 8.
+    [(start_0, mean_0, steps_0), (start_8, mean_8, steps_8)] = analysis.series["along_output"][str(arm.id)]
+    assert (start_0, mean_0, steps_0) == (0, pytest.approx(79 / 43), 43)
+    assert (start_8, mean_8, steps_8) == (8, 1.0, 31)
+    assert analysis.series["along_output_merged"][str(arm.id)] == 1
+    assert analysis.series["along_output_merged"][str(experiment.arms.get(label="baseline").id)] == 1
+
+
 def test_series_hold_tokens_per_step_along_output_and_the_prediction(experiment):
     analysis = experiment_analyse(experiment=experiment)
     analysis.refresh_from_db()  # the stored JSON, as the page reads it

@@ -154,33 +154,56 @@ def test_tokens_per_decode_step():
     assert stats.tokens_per_decode_step(3, 1) == 3.0
 
 
-def test_tokens_per_step_along_the_output_uses_unmerged_chunks_only():
-    # Bucket 4. Request A: chunks [1, 3, 1, 2]: prefill 1 token, then steps starting at
-    # output index 1 (3 tokens, bucket 0), 4 (1 token, bucket 4), 5 (2 tokens, bucket 4).
-    # Request B: chunks [1, 1, 1]: steps at 1 (bucket 0) and 2 (bucket 0), one token each.
-    # Request C's 2 chunks after the first stand for 3 steps: merged, left out.
+def test_decode_step_tokens_from_the_per_step_counts_when_they_cover_every_step():
+    # Draft model, 8 tokens: 7 after the first. per_step_accepted [2, 3, 1]: steps emit 3
+    # and 4 tokens, which complete the 7; the third step came after the output was complete.
+    # The chunks merged (2 chunks after the first) and are not needed.
+    assert stats.decode_step_tokens(8, [2, 3, 1], [1, 7]) == [3, 4]
+    # 7 tokens (6 after the first): 3, then a step of 4 cut to the 3 left at max_tokens.
+    assert stats.decode_step_tokens(7, [2, 3], [1, 3, 3]) == [3, 3]
+
+
+def test_decode_step_tokens_from_unmerged_chunks_when_the_counts_miss_steps():
+    # n-gram, 10 tokens: [2, 0] accounts for 4 of the 9 later tokens; the 5 steps that
+    # drafted nothing are not in the list, so where they fell is read from the chunks:
+    # 7 chunks after the first for 7 steps (decode_steps), one per step.
+    chunks = [1, 1, 3, 1, 1, 1, 1, 1]
+    assert stats.decode_step_tokens(10, [2, 0], chunks) == [1, 3, 1, 1, 1, 1, 1]
+    # The same request with two steps' chunks merged: neither tells the steps apart.
+    assert stats.decode_step_tokens(10, [2, 0], [1, 1, 4, 1, 1, 1, 1]) is None
+    # Plain decoding: one token a step, from the chunks when they were not merged.
+    assert stats.decode_step_tokens(4, None, [1, 1, 1, 1]) == [1, 1, 1]
+    assert stats.decode_step_tokens(4, None, [1, 2, 1]) is None
+    assert stats.decode_step_tokens(4, [], [1, 2, 1]) is None
+    # A one-token output has no decode step; no chunks at all tell nothing.
+    assert stats.decode_step_tokens(1, None, [1]) == []
+    assert stats.decode_step_tokens(3, None, []) is None
+
+
+def test_tokens_per_step_along_the_output():
+    # Bucket 4. Request A: steps of 3, 1 and 2 tokens, starting at output indices 1 (bucket
+    # 0), 4 and 5 (bucket 4). Request B: steps of 1 and 1 at indices 1 and 2 (bucket 0).
+    # Request C's steps could not be told apart: left out.
     # Bucket 0: (3 + 1 + 1) / 3 steps; bucket 4: (1 + 2) / 2 steps.
-    requests = [([1, 3, 1, 2], 3), ([1, 1, 1], 2), ([1, 4, 2], 3)]
-    buckets, merged = stats.tokens_per_step_along_output(requests, 4)
+    buckets, left_out = stats.tokens_per_step_along_output([[3, 1, 2], [1, 1], None], 4)
     assert [(start, n) for start, _, n in buckets] == [(0, 3), (4, 2)]
     assert [mean for _, mean, _ in buckets] == pytest.approx([5 / 3, 1.5])
-    assert merged == 1
+    assert left_out == 1
     with pytest.raises(ValueError, match=r"^bucket_tokens must be at least 1$"):
         stats.tokens_per_step_along_output([], 0)
 
 
 def test_tokens_per_step_along_the_output_in_buckets_of_one():
-    # Chunks [1, 2, 1]: prefill 1 token, then a step at output index 1 (2 tokens) and one at
-    # index 3 (1 token); with buckets of 1 token each step has its own bucket.
-    buckets, merged = stats.tokens_per_step_along_output([([1, 2, 1], 2)], 1)
-    assert (buckets, merged) == ([(1, 2.0, 1), (3, 1.0, 1)], 0)
+    # A step at output index 1 (2 tokens) and one at index 3 (1 token); with buckets of 1
+    # token each step has its own bucket.
+    buckets, left_out = stats.tokens_per_step_along_output([[2, 1]], 1)
+    assert (buckets, left_out) == ([(1, 2.0, 1), (3, 1.0, 1)], 0)
 
 
-def test_tokens_per_step_along_the_output_after_merged_requests():
-    # Bucket 4. The first two requests are merged (2 chunks after the first for 3 steps, 1
-    # for 2): both left out, and the request after them still counts. Its chunks [1, 4, 1]:
-    # a step at output index 1 (4 tokens, bucket 0), then at index 1 + 4 = 5 (1 token, bucket 4).
-    requests = [([1, 4, 2], 3), ([1, 5], 2), ([1, 4, 1], 2)]
+def test_tokens_per_step_along_the_output_after_requests_left_out():
+    # Bucket 4. Two requests left out and a one-token output (no steps) before one whose
+    # steps of 4 and 1 tokens start at output indices 1 (bucket 0) and 5 (bucket 4).
+    requests = [None, None, [], [4, 1]]
     assert stats.tokens_per_step_along_output(requests, 4) == ([(0, 4.0, 1), (4, 1.0, 1)], 2)
 
 

@@ -22,18 +22,18 @@ def _conditional_from_steps_loop(steps):
 
 
 def _along_output_loop(requests, bucket_tokens):
-    totals, merged = defaultdict(lambda: [0, 0]), 0
-    for chunks, steps in requests:
-        if len(chunks) - 1 != steps:
-            merged += 1
+    totals, left_out = defaultdict(lambda: [0, 0]), 0
+    for steps in requests:
+        if steps is None:
+            left_out += 1
             continue
-        index = chunks[0]
-        for tokens in chunks[1:]:
+        index = 1
+        for tokens in steps:
             bucket = totals[index // bucket_tokens * bucket_tokens]
             bucket[0] += tokens
             bucket[1] += 1
             index += tokens
-    return [(start, total / n, n) for start, (total, n) in sorted(totals.items())], merged
+    return [(start, total / n, n) for start, (total, n) in sorted(totals.items())], left_out
 
 
 def _random_steps(rng):
@@ -45,13 +45,12 @@ def _random_steps(rng):
     return requests
 
 
-def _random_chunks(rng):
-    requests = []
-    for _ in range(rng.randint(0, 30)):
-        chunks = [rng.randint(1, 5) for _ in range(rng.randint(0, 60))]
-        steps = len(chunks) - 1 if chunks and rng.random() < 0.8 else rng.randint(0, 70)
-        requests.append((chunks, steps))
-    return requests
+def _random_step_tokens(rng):
+    """Requests' tokens per decode step, some of them None (left out), some empty."""
+    return [
+        None if rng.random() < 0.2 else [rng.randint(1, 5) for _ in range(rng.randint(0, 60))]
+        for _ in range(rng.randint(0, 30))
+    ]
 
 
 @pytest.mark.parametrize("seed", range(200))
@@ -63,7 +62,7 @@ def test_conditional_from_steps_counts_as_the_loop_did(seed):
 @pytest.mark.parametrize("seed", range(200))
 def test_tokens_along_output_as_the_loop_did(seed):
     rng = random.Random(seed)
-    requests, bucket = _random_chunks(rng), rng.choice([1, 3, 8, 16])
+    requests, bucket = _random_step_tokens(rng), rng.choice([1, 3, 8, 16])
     assert stats.tokens_per_step_along_output(iter(requests), bucket) == _along_output_loop(requests, bucket)
 
 
@@ -75,13 +74,13 @@ def test_conditional_from_steps_edge_cases(steps):
     assert stats.per_position_conditional_from_steps(steps) == _conditional_from_steps_loop(steps)
 
 
-@pytest.mark.parametrize("requests", [[], [([], 0)], [([1], 0)], [([1, 2], 5)], [([1, 4, 4], 2), ([2, 1], 1)]])
+@pytest.mark.parametrize("requests", [[], [None], [[]], [[2]], [None, [4, 4]], [[4, 4], [], [1]]])
 def test_tokens_along_output_edge_cases(requests):
     assert stats.tokens_per_step_along_output(requests, 8) == _along_output_loop(requests, 8)
 
 
 def test_the_results_are_plain_python_numbers():
     conditional = stats.per_position_conditional_from_steps([([1, 2], [2, 2])])
-    along, merged = stats.tokens_per_step_along_output([([1, 2, 3], 2)], 2)
-    values = [v for pair in conditional for v in pair] + [v for row in along for v in row] + [merged]
+    along, left_out = stats.tokens_per_step_along_output([[2, 3]], 2)
+    values = [v for pair in conditional for v in pair] + [v for row in along for v in row] + [left_out]
     assert {type(v) for v in values} <= {int, float}
