@@ -163,10 +163,14 @@ def experiment_progress(*, experiment: Experiment) -> Progress:
 
 def experiment_queue_notice(*, experiment: Experiment) -> str | None:
     """While the experiment waits or runs: that no live worker listens on its queue, or that
-    it cannot be told. An experiment that ended asks nothing of the workers."""
+    it cannot be told, or that only CPU workers serve a synthetic sweep still to run. An
+    experiment that ended asks nothing of the workers."""
     if not experiment.is_active:
         return None
-    return worker_queues.no_worker_notice(experiment.worker_queue)
+    notice = worker_queues.no_worker_notice(experiment.worker_queue)
+    if notice is None and experiment.runs.synthetic().open().exists():
+        notice = worker_queues.synthetic_sweep_notice(experiment.worker_queue)
+    return notice
 
 
 def experiment_warnings(*, experiment: Experiment, analysis: ExperimentAnalysis | None = None) -> list[str]:

@@ -29,9 +29,12 @@ CACHE_S = 5
 
 @dataclass(frozen=True)
 class LiveQueue:
+    """`cpu_only`: every worker on the queue reported its hardware, and none has a GPU."""
+
     name: str
     workers: tuple[str, ...]
     hardware: tuple[str, ...]
+    cpu_only: bool = False
 
     @property
     def label(self) -> str:
@@ -53,6 +56,10 @@ class LiveQueues:
             return None
         return any(queue.name == name for queue in self.queues)
 
+    def cpu_only(self, name: str) -> bool:
+        """Whether the queue has live workers and all of them compute on CPU."""
+        return any(queue.name == name and queue.cpu_only for queue in self.queues)
+
 
 def live_queues() -> LiveQueues:
     """The experiment queues with live workers, at most CACHE_S seconds old."""
@@ -72,6 +79,18 @@ def no_worker_notice(queue: str) -> str | None:
     if not listens:
         return f"No live worker listens on queue {queue}; the experiment waits until one joins."
     return None
+
+
+def synthetic_sweep_notice(queue: str) -> str | None:
+    """What to tell someone whose synthetic acceptance sweep waits on a queue that only CPU
+    workers serve (workers/synthetic_acceptance.py: vLLM's CPU build refuses it); None otherwise."""
+    if not live_queues().cpu_only(queue):
+        return None
+    return (
+        f"Every live worker on queue {queue} computes on CPU, and vLLM's CPU build refuses synthetic "
+        "acceptance: the synthetic sweep's runs will fail without starting a server unless a GPU worker "
+        "joins the queue. The arms' own runs are not affected."
+    )
 
 
 def inspect_workers() -> tuple[dict, dict]:
@@ -109,10 +128,18 @@ def queues_from_replies(queues: dict, hardware: dict) -> LiveQueues:
                 name=name,
                 workers=tuple(sorted(workers)),
                 hardware=tuple(sorted({label for w in workers if (label := _hardware_of(hardware.get(w)))})),
+                cpu_only=all(_gpu_count(hardware.get(w)) == 0 for w in workers),
             )
             for name, workers in sorted(by_queue.items())
         )
     )
+
+
+def _gpu_count(reply) -> int | None:
+    """The GPUs a worker reported; None when it did not report its hardware."""
+    if not isinstance(reply, dict) or "gpu_count" not in reply:
+        return None
+    return reply.get("gpu_count") or 0
 
 
 def _hardware_of(reply) -> str:

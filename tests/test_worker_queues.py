@@ -5,15 +5,16 @@ the last test asks the real worker process of the integration tests."""
 
 import pytest
 from celery import Celery
+from django.core.cache import cache
 from django.db import connection
 from django.urls import reverse
 from kombu.exceptions import OperationalError
 
 from experiments import selectors, worker_queues
-from experiments.models import Experiment
+from experiments.models import Experiment, Run
 from experiments.worker_queues import LiveQueue, LiveQueues
 from tests.api_helpers import token_client
-from tests.factories import ExperimentFactory, form_data
+from tests.factories import ArmFactory, ExperimentFactory, RunFactory, form_data
 
 # The real broadcast, kept before `live_workers` replaces it for each test.
 real_inspect_workers = worker_queues.inspect_workers
@@ -47,7 +48,7 @@ def test_replies_are_grouped_by_queue_with_their_hardware_and_without_control():
 
     assert answer == LiveQueues(
         queues=(
-            LiveQueue(name="cpu", workers=("cpu@web",), hardware=("CPU: Intel Xeon",)),
+            LiveQueue(name="cpu", workers=("cpu@web",), hardware=("CPU: Intel Xeon",), cpu_only=True),
             LiveQueue(
                 name="h100", workers=("h100-0@gpu-host-7", "h100-1@gpu-host-7"), hardware=("1 × NVIDIA H100 80GB HBM3",)
             ),
@@ -62,6 +63,16 @@ def test_replies_are_grouped_by_queue_with_their_hardware_and_without_control():
     assert answer.listens("h100")
     assert not answer.listens("control")
     assert not answer.listens("a100")
+    # CPU only: every worker said it has no GPU. A worker that did not say is not counted as CPU.
+    assert [queue for queue in ("cpu", "h100", "l4", "a100") if answer.cpu_only(queue)] == ["cpu"]
+
+
+def test_a_queue_with_one_gpu_worker_among_cpu_workers_is_not_cpu_only():
+    queues, hardware = REPLIES
+    queues = {**queues, "cpu-gpu@gpu-host-7": [{"name": "cpu"}]}
+    hardware = {**hardware, "cpu-gpu@gpu-host-7": hardware["h100-0@gpu-host-7"]}
+
+    assert not worker_queues.queues_from_replies(queues, hardware).cpu_only("cpu")
 
 
 def test_the_answer_is_kept_a_few_seconds(live_workers, monkeypatch):
@@ -200,6 +211,42 @@ def test_a_waiting_experiment_says_no_worker_listens(logged_in_client, status):
 
     assert selectors.experiment_queue_notice(experiment=experiment) == NOTICE_H100
     assert NOTICE_H100 in logged_in_client.get(reverse("experiments:detail", args=[experiment.pk])).text
+
+
+SWEEP_NOTICE_CPU = (
+    "Every live worker on queue cpu computes on CPU, and vLLM's CPU build refuses synthetic acceptance: "
+    "the synthetic sweep's runs will fail without starting a server unless a GPU worker joins the queue. "
+    "The arms' own runs are not affected."
+)
+
+
+@pytest.mark.django_db
+def test_a_synthetic_sweep_waiting_on_cpu_workers_only_is_told_it_will_fail(logged_in_client, live_workers):
+    """workers/synthetic_acceptance.py: a CPU worker fails a sweep's runs unstarted."""
+    live_workers.return_value = REPLIES  # queue cpu: one worker, no GPU
+    experiment = ExperimentFactory(worker_queue="cpu", status=Experiment.Status.RUNNING)
+    arm = ArmFactory(experiment=experiment, position=1, label="draft", method="draft_model")
+    RunFactory(arm=arm, status=Run.Status.SUCCEEDED)  # the arm's own run
+    assert selectors.experiment_queue_notice(experiment=experiment) is None
+
+    sweep_run = RunFactory(arm=arm, synthetic_acceptance_length=2.0, status=Run.Status.QUEUED)
+
+    assert selectors.experiment_queue_notice(experiment=experiment) == SWEEP_NOTICE_CPU
+    progress = logged_in_client.get(reverse("experiments:progress", args=[experiment.pk])).text
+    assert "vLLM&#x27;s CPU build refuses synthetic acceptance" in progress
+    # A GPU worker joins the queue: the sweep can run there.
+    queues, hardware = REPLIES
+    live_workers.return_value = (
+        {**queues, "gpu@gpu-host-7": [{"name": "cpu"}]},
+        {**hardware, "gpu@gpu-host-7": hardware["h100-0@gpu-host-7"]},
+    )
+    cache.clear()
+    assert selectors.experiment_queue_notice(experiment=experiment) is None
+    # The sweep's runs are done (failed, as on a CPU worker): nothing more to say.
+    live_workers.return_value = REPLIES
+    cache.clear()
+    Run.objects.filter(pk=sweep_run.pk).update(status=Run.Status.FAILED)
+    assert selectors.experiment_queue_notice(experiment=experiment) is None
 
 
 @pytest.mark.django_db
