@@ -160,7 +160,9 @@ def test_decode_step_tokens_from_the_per_step_counts_when_they_cover_every_step(
     # The chunks merged (2 chunks after the first) and are not needed.
     assert stats.decode_step_tokens(8, [2, 3, 1], [1, 7]) == [3, 4]
     # 7 tokens (6 after the first): 3, then a step of 4 cut to the 3 left at max_tokens.
-    assert stats.decode_step_tokens(7, [2, 3], [1, 3, 3]) == [3, 3]
+    assert stats.decode_step_tokens(7, [2, 3], [1, 6]) == [3, 3]
+    # A one-token output has no decode step, whatever vLLM counted after it.
+    assert stats.decode_step_tokens(1, [3], [1]) == []
 
 
 def test_decode_step_tokens_from_unmerged_chunks_when_the_counts_miss_steps():
