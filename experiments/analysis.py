@@ -212,6 +212,7 @@ def _per_request_series(experiment: Experiment) -> dict:
     from what was drafted, per arm."""
     tpot, tau, along, steps = defaultdict(list), defaultdict(list), defaultdict(list), defaultdict(list)
     emitted, decode = defaultdict(int), defaultdict(int)
+    speculative = {arm.id: arm.is_speculative for arm in experiment.arms.all()}
     rows = (
         RequestRecord.objects.succeeded_of(experiment)
         .order_by("run_id", "prompt_index")
@@ -236,7 +237,7 @@ def _per_request_series(experiment: Experiment) -> dict:
             tau[cell].append(acceptance_length)
         emitted[cell] += max(0, output_tokens - 1)
         decode[cell] += stats.decode_steps(output_tokens, accepted)
-        along[arm_id].append(stats.decode_step_tokens(output_tokens, accepted, chunks))
+        along[arm_id].append(stats.decode_step_tokens(output_tokens, accepted, chunks, speculative=speculative[arm_id]))
         if accepted and proposed:
             steps[arm_id].append((accepted, proposed))
     along_output = {

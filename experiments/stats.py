@@ -205,20 +205,27 @@ def _steps_beyond(reach: np.ndarray, positions: int) -> list[int]:
 
 
 def decode_step_tokens(
-    output_tokens: int, accepted_per_step: Sequence[int] | None, chunk_tokens: Sequence[int]
+    output_tokens: int,
+    accepted_per_step: Sequence[int] | None,
+    chunk_tokens: Sequence[int],
+    *,
+    speculative: bool,
 ) -> Sequence[int] | None:
     """The output tokens of each of a request's decode steps, in order, or None when its
     record cannot tell them apart.
 
-    From vLLM's per-request `per_step_accepted` when it accounts for every step, as it does
-    for methods that draft at every step (a draft model, EAGLE, MTP): step i emits
+    Plain decoding (`speculative` False) emits one token a step. A speculative arm's steps
+    come from vLLM's per-request `per_step_accepted` when it accounts for every step, as it
+    does for methods that draft at every step (a draft model, EAGLE, MTP): step i emits
     accepted_i + 1 tokens, the last one cut where the output ended (see decode_steps).
-    Otherwise (plain decoding, or a lookup method that skipped drafting on some steps, which
-    the list leaves out) from the streamed chunks after the first, which vLLM sends one per
-    engine step unless the client falls behind and it merges several: they are used only
-    when they number exactly the decode steps. None when they do not.
+    Otherwise (a lookup method that skipped drafting on some steps, which the list leaves
+    out, or a record without the list) from the streamed chunks after the first, which vLLM
+    sends one per engine step unless the client falls behind and it merges several: they
+    are used only when they number exactly the decode steps. None when they do not.
     """
     emitted = max(0, output_tokens - 1)
+    if not speculative:
+        return [1] * emitted
     if accepted_per_step:
         steps, produced = [], 0
         for accepted in accepted_per_step:

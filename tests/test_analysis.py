@@ -132,7 +132,7 @@ def test_no_fidelity_when_sampling(experiment):
 
 def test_along_the_output_reads_merged_requests_from_their_per_step_counts(experiment):
     """A request whose chunks merged still counts where vLLM's per-step counts account for
-    every step; one whose counts miss steps (and a plain one) is left out."""
+    every step, and under plain decoding; one whose counts miss steps is left out."""
     arm = experiment.arms.get(label="n-gram k=4")
     first = RequestRecord.objects.filter(run__arm=arm).order_by("id")
     # 10 tokens after the first in steps of 3, 3, 3 and 1 (the last step's 3 accepted cut to 1):
@@ -157,7 +157,11 @@ def test_along_the_output_reads_merged_requests_from_their_per_step_counts(exper
     assert (start_0, mean_0, steps_0) == (0, pytest.approx(79 / 43), 43)
     assert (start_8, mean_8, steps_8) == (8, 1.0, 31)
     assert analysis.series["along_output_merged"][str(arm.id)] == 1
-    assert analysis.series["along_output_merged"][str(experiment.arms.get(label="baseline").id)] == 1
+    # Plain decoding emits one token a step: its merged chunks leave nothing unknown.
+    baseline = experiment.arms.get(label="baseline")
+    assert analysis.series["along_output_merged"][str(baseline.id)] == 0
+    buckets = [list(bucket) for bucket in analysis.series["along_output"][str(baseline.id)]]
+    assert buckets == [[0, 1.0, 7 * 12], [8, 1.0, 3 * 12]]
 
 
 def test_series_hold_tokens_per_step_along_output_and_the_prediction(experiment):

@@ -154,32 +154,45 @@ def test_tokens_per_decode_step():
     assert stats.tokens_per_decode_step(3, 1) == 3.0
 
 
+def test_decode_step_tokens_of_plain_decoding_are_one_a_step():
+    # 5 tokens: 4 decode steps of one token, even where the client saw merged chunks.
+    assert stats.decode_step_tokens(5, None, [1, 2, 2], speculative=False) == [1, 1, 1, 1]
+    assert stats.decode_step_tokens(1, None, [1], speculative=False) == []
+    assert stats.decode_step_tokens(0, None, [], speculative=False) == []
+
+
 def test_decode_step_tokens_from_the_per_step_counts_when_they_cover_every_step():
+    def steps(output_tokens, accepted, chunks):
+        return stats.decode_step_tokens(output_tokens, accepted, chunks, speculative=True)
+
     # Draft model, 8 tokens: 7 after the first. per_step_accepted [2, 3, 1]: steps emit 3
     # and 4 tokens, which complete the 7; the third step came after the output was complete.
     # The chunks merged (2 chunks after the first) and are not needed.
-    assert stats.decode_step_tokens(8, [2, 3, 1], [1, 7]) == [3, 4]
+    assert steps(8, [2, 3, 1], [1, 7]) == [3, 4]
     # 7 tokens (6 after the first): 3, then a step of 4 cut to the 3 left at max_tokens.
-    assert stats.decode_step_tokens(7, [2, 3], [1, 6]) == [3, 3]
+    assert steps(7, [2, 3], [1, 6]) == [3, 3]
     # A one-token output has no decode step, whatever vLLM counted after it.
-    assert stats.decode_step_tokens(1, [3], [1]) == []
+    assert steps(1, [3], [1]) == []
 
 
 def test_decode_step_tokens_from_unmerged_chunks_when_the_counts_miss_steps():
+    def steps(output_tokens, accepted, chunks):
+        return stats.decode_step_tokens(output_tokens, accepted, chunks, speculative=True)
+
     # n-gram, 10 tokens: [2, 0] accounts for 4 of the 9 later tokens; the 5 steps that
     # drafted nothing are not in the list, so where they fell is read from the chunks:
     # 7 chunks after the first for 7 steps (decode_steps), one per step.
-    chunks = [1, 1, 3, 1, 1, 1, 1, 1]
-    assert stats.decode_step_tokens(10, [2, 0], chunks) == [1, 3, 1, 1, 1, 1, 1]
+    assert steps(10, [2, 0], [1, 1, 3, 1, 1, 1, 1, 1]) == [1, 3, 1, 1, 1, 1, 1]
     # The same request with two steps' chunks merged: neither tells the steps apart.
-    assert stats.decode_step_tokens(10, [2, 0], [1, 1, 4, 1, 1, 1, 1]) is None
-    # Plain decoding: one token a step, from the chunks when they were not merged.
-    assert stats.decode_step_tokens(4, None, [1, 1, 1, 1]) == [1, 1, 1]
-    assert stats.decode_step_tokens(4, None, [1, 2, 1]) is None
-    assert stats.decode_step_tokens(4, [], [1, 2, 1]) is None
+    assert steps(10, [2, 0], [1, 1, 4, 1, 1, 1, 1]) is None
+    # A speculative record without per-step counts (vLLM did not report them): the chunks
+    # when they number the steps (one token each then), else nothing.
+    assert steps(4, None, [1, 1, 1, 1]) == [1, 1, 1]
+    assert steps(4, None, [1, 2, 1]) is None
+    assert steps(4, [], [1, 2, 1]) is None
     # A one-token output has no decode step; no chunks at all tell nothing.
-    assert stats.decode_step_tokens(1, None, [1]) == []
-    assert stats.decode_step_tokens(3, None, []) is None
+    assert steps(1, None, [1]) == []
+    assert steps(3, None, []) is None
 
 
 def test_tokens_per_step_along_the_output():
