@@ -64,12 +64,21 @@ def test_a_fetch_that_fails_is_reported_and_left_to_vllm(stand_in):
         assert prefetch.wait(30) == "failed (exit 3)"
 
 
+def _started(tmp_path) -> int:
+    """The stand-in's pid, once it has written it (a loaded host can take over a second)."""
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "pid").exists():
+        assert time.monotonic() < deadline, "the stand-in did not start within 30 s"
+        time.sleep(0.05)
+    return int((tmp_path / "pid").read_text())
+
+
 def test_a_fetch_that_takes_too_long_is_stopped(stand_in, tmp_path):
     with stand_in(sleep=60) as prefetch:
+        pid = _started(tmp_path)
         started = time.monotonic()
         assert prefetch.wait(1) == "stopped after 1 s"
         assert time.monotonic() - started < 10
-        pid = int((tmp_path / "pid").read_text())
         assert not _alive(pid)
 
 
@@ -82,11 +91,10 @@ def test_a_cancel_while_waiting_stops_the_fetch_with_its_context(stand_in, tmp_p
 
     prefetch = stand_in(sleep=60)
     with prefetch:
-        while not (tmp_path / "pid").exists():
-            time.sleep(0.05)
+        pid = _started(tmp_path)
         with pytest.raises(Cancelled):
             prefetch.wait(30, cancel)
-    assert not _alive(int((tmp_path / "pid").read_text()))
+    assert not _alive(pid)
 
 
 def test_nothing_starts_without_model_ids_or_when_the_host_is_offline(stand_in, tmp_path, monkeypatch):
