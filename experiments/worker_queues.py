@@ -144,8 +144,7 @@ def _gpu_count(reply) -> int | None:
 
 def _hardware_of(reply) -> str:
     """The label the history filters use ("1 × NVIDIA H100", "CPU: …"); "" when not reported."""
-    if not isinstance(reply, dict) or "gpu_count" not in reply:
+    gpu_count = _gpu_count(reply)
+    if gpu_count is None:
         return ""
-    return hardware_label(
-        gpu_name=reply.get("gpu_name", ""), gpu_count=reply.get("gpu_count") or 0, cpu_model=reply.get("cpu_model", "")
-    )
+    return hardware_label(gpu_name=reply.get("gpu_name", ""), gpu_count=gpu_count, cpu_model=reply.get("cpu_model", ""))

@@ -154,7 +154,12 @@ def test_an_aa_replicate_is_not_called_different_from_the_baseline(celery_worker
 def arms_experiment(celery_worker_process, django_db_blocker):
     """The baseline, an n-gram arm with a synthetic sweep of two lengths, a draft-model arm and
     its calibration arm (the draft served alone), at levels 1 and 2 in two blocks, one server
-    per arm: the three tests below assert on it."""
+    per arm: the three tests below assert on it.
+
+    Every output runs to 64 tokens: vLLM merges the deltas its engine produced before the
+    stream was read, and a short output of the tiny draft, all accepted, could reach the client
+    whole in its first chunk (TPOT 0 for each of a block's requests, so no ratio), as a quiet
+    CI host showed with 16."""
     with shared_rows(django_db_blocker):
         with django_db_blocker.unblock():
             owner = get_user_model().objects.create_user(username="arms", password="pw-for-tests")
@@ -168,8 +173,8 @@ def arms_experiment(celery_worker_process, django_db_blocker):
             experiment = services.experiment_create(
                 owner=owner, arms=arms,
                 **_fields(
-                    name="arms on vllm", num_prompts=4, max_tokens=16, concurrency_levels=[1, 2], repetitions=2,
-                    server_per_block=False, aa_replicate=False, draft_calibration=True,
+                    name="arms on vllm", num_prompts=4, max_tokens=64, ignore_eos=True, concurrency_levels=[1, 2],
+                    repetitions=2, server_per_block=False, aa_replicate=False, draft_calibration=True,
                 ),
             )  # fmt: skip
             experiment = wait_for_experiment(experiment.id, timeout_s=1800)
