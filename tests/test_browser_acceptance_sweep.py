@@ -59,3 +59,38 @@ def test_the_form_says_how_many_runs_and_servers_a_sweep_adds(logged_in_page, li
 
     page.uncheck("#id_server_per_block")
     assert note.inner_text() == "This sweep adds 8 synthetic runs on 2 more vLLM server starts."
+
+
+def test_the_form_warns_that_a_sweep_on_a_cpu_only_queue_will_fail(logged_in_page, live_server, live_workers):
+    """A worker with no GPU on `cpu`, one with a GPU on `h100`: the warning follows the queue
+    typed and whether the arm has a sweep at all."""
+    live_workers.return_value = (
+        {"cpu@a": [{"name": "cpu"}], "gpu@b": [{"name": "h100"}]},
+        {
+            "cpu@a": {"host_name": "a", "cpu_model": "Test CPU", "gpu_name": "", "gpu_count": 0},
+            "gpu@b": {"host_name": "b", "cpu_model": "Test CPU", "gpu_name": "NVIDIA H100", "gpu_count": 1},
+        },
+    )
+    page = logged_in_page
+    page.goto(f"{live_server.url}/experiments/new/")
+    sweep = "[name='arms-0-synthetic_sweep']"
+    warning = page.locator(f"{sweep} >> xpath=ancestor::fieldset//*[@data-sweep-cpu-only]")
+    page.fill("#id_worker_queue", "cpu")
+    assert warning.is_hidden()  # no sweep asked for
+
+    page.fill(sweep, "1.5, 2.5")
+    assert warning.inner_text() == (
+        "Every live worker on queue cpu computes on CPU, and vLLM's CPU build refuses synthetic acceptance: "
+        "this sweep's runs will fail without starting a server unless a GPU worker joins the queue. "
+        "The arm's own runs are not affected."
+    )
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.locator("[data-arm]").first.screenshot(path=ARTIFACTS / "sweep-on-cpu-queue.png")
+    page.fill("#id_worker_queue", "h100")
+    assert warning.is_hidden()
+    page.fill("#id_worker_queue", "nowhere")  # no live worker: the queue's own note says so
+    assert warning.is_hidden()
+    page.fill("#id_worker_queue", "cpu")
+    assert warning.is_visible()
+    page.fill(sweep, "")
+    assert warning.is_hidden()

@@ -130,7 +130,8 @@ def test_the_form_offers_the_live_queues_with_their_hardware(logged_in_client, l
 
     assert 'list="live-queues"' in text
     assert '<option value="h100" label="2 workers, 1 × NVIDIA H100 80GB HBM3"></option>' in text
-    assert '<option value="cpu" label="1 worker, CPU: Intel Xeon"></option>' in text
+    # Marked CPU-only, so that the form can warn an arm's synthetic sweep (experiment_form.js).
+    assert '<option value="cpu" label="1 worker, CPU: Intel Xeon" data-cpu-only></option>' in text
     assert 'value="control"' not in text
     assert "Live workers:" in text
 
