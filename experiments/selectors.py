@@ -173,6 +173,14 @@ def experiment_queue_notice(*, experiment: Experiment) -> str | None:
     return notice
 
 
+def sweep_cpu_only_queues(*, experiment: Experiment) -> tuple[str, ...]:
+    """The live queues where this experiment's synthetic sweep would fail if it ran again there
+    (only CPU workers: worker_queues.synthetic_sweep_notice); none when it has no sweep."""
+    if not any(arm.synthetic_sweep for arm in experiment.arms.all()):
+        return ()
+    return worker_queues.live_queues().cpu_only_names
+
+
 def experiment_warnings(*, experiment: Experiment, analysis: ExperimentAnalysis | None = None) -> list[str]:
     """The benchmarking traps this experiment walks into (docs/metrics.md). Once the
     analysis exists it holds them all, with what the measurements added."""

@@ -177,6 +177,7 @@ def experiment_rerun(request, pk: int):
         "environment": selectors.experiment_environment(experiment=origin),
         "prompt_set_changed": prefill.prompt_set_changed(origin),
         "live_queues": worker_queues.live_queues(),
+        "sweep_cpu_only_queues": selectors.sweep_cpu_only_queues(experiment=origin),
     }
     return render(request, "experiments/rerun.html", context, status=400 if form.errors or protocol_errors else 200)
 

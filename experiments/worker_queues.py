@@ -58,7 +58,12 @@ class LiveQueues:
 
     def cpu_only(self, name: str) -> bool:
         """Whether the queue has live workers and all of them compute on CPU."""
-        return any(queue.name == name and queue.cpu_only for queue in self.queues)
+        return name in self.cpu_only_names
+
+    @property
+    def cpu_only_names(self) -> tuple[str, ...]:
+        """The live queues whose workers all compute on CPU."""
+        return tuple(queue.name for queue in self.queues if queue.cpu_only)
 
 
 def live_queues() -> LiveQueues:

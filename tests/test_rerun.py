@@ -51,6 +51,27 @@ def test_run_again_offers_name_queue_and_version_beside_the_protocol(logged_in_c
     assert "prompt-set-changed" not in response.text
 
 
+def test_run_again_warns_that_a_sweep_would_fail_on_the_cpu_only_queues(logged_in_client, origin, live_workers):
+    """The live workers (tests/conftest.py): one without a GPU on `cpu`; here also one with a GPU on `h100`."""
+    live_workers.return_value = (
+        {"cpu@a": [{"name": "cpu"}], "gpu@b": [{"name": "h100"}]},
+        {
+            "cpu@a": {"host_name": "a", "cpu_model": "Test CPU", "gpu_name": "", "gpu_count": 0},
+            "gpu@b": {"host_name": "b", "cpu_model": "Test CPU", "gpu_name": "NVIDIA H100", "gpu_count": 1},
+        },
+    )
+    url = reverse("experiments:rerun", args=[origin.pk])
+    assert "rerun-sweep-cpu-only" not in logged_in_client.get(url).text  # the origin has no sweep
+
+    Arm.objects.filter(experiment=origin, method=Arm.Method.NGRAM).update(synthetic_sweep=[1.5, 2.5])
+    text = logged_in_client.get(url).text
+
+    assert (
+        'every live worker on <span class="mono">cpu</span> computes on CPU, so there the sweep\'s runs would fail'
+    ) in text.replace("&#x27;", "'")
+    assert "h100</span> computes" not in text
+
+
 def test_run_again_repeats_the_protocol_on_the_chosen_queue_and_links_back(
     logged_in_client, origin, celery_dispatch, django_capture_on_commit_callbacks
 ):
