@@ -183,6 +183,9 @@ def test_page_shows_verdicts_warnings_protocol_and_definitions(logged_in_client,
     assert html.index('id="verdicts"') < html.index('id="protocol"') < html.index('id="results"')
     assert "0.32.0" in html
     assert "CPU only: AMD EPYC 7B13, 2 cores" in html
+    # A CPU server uses no GPU: one "GPU per server" would misread the protocol.
+    assert "<dd>1 (no tensor parallelism)</dd>" in html
+    assert "GPU per server" not in html
     assert "--speculative-config" in html
     assert "/models/draft" in html
     for definition in (
@@ -206,6 +209,12 @@ def test_page_shows_verdicts_warnings_protocol_and_definitions(logged_in_client,
     assert "js/experiment_results.js" in html
     for name in DOWNLOADS:
         assert reverse(f"experiments:{name}", args=[finished.pk]) in html
+
+
+def test_the_protocol_names_the_gpus_a_tensor_parallel_server_uses(logged_in_client, finished):
+    Experiment.objects.filter(pk=finished.pk).update(tensor_parallel_size=4)
+
+    assert "<dd>4 GPUs per server</dd>" in _page(logged_in_client, finished)
 
 
 def test_latency_and_throughput_tables_hold_the_stored_values(logged_in_client, finished):
