@@ -11,7 +11,7 @@ from itertools import zip_longest
 
 from django.db import transaction
 
-from experiments import breakdowns, inference, prediction, stats, steps, verdicts
+from experiments import breakdowns, inference, prediction, stats, steps, stream_fidelity, verdicts
 from experiments.models import (
     Arm,
     EnvironmentSnapshot,
@@ -25,9 +25,15 @@ from experiments.models import (
 from experiments.tokens import unpack_token_ids
 
 Metric = SpeedupEstimate.Metric
-REQUEST_COLUMNS = {Metric.TPOT: "tpot_ms", Metric.E2E: "e2e_ms", Metric.TTFT: "ttft_ms"}
+REQUEST_COLUMNS = {
+    Metric.SERVER_TPOT: "server_tpot_ms",
+    Metric.TPOT: "tpot_ms",
+    Metric.E2E: "e2e_ms",
+    Metric.TTFT: "ttft_ms",
+}
 RUN_COLUMNS = {Metric.OUTPUT_THROUGHPUT: "output_throughput", Metric.REQUEST_THROUGHPUT: "request_throughput"}
-VERDICT_METRICS = (Metric.TPOT, Metric.E2E, Metric.OUTPUT_THROUGHPUT)
+# The grid opens on the engine-timed TPOT: what speculation changes, whatever the stream did.
+VERDICT_METRICS = (Metric.SERVER_TPOT, Metric.TPOT, Metric.E2E, Metric.OUTPUT_THROUGHPUT)
 ALONG_OUTPUT_BUCKET_TOKENS = 8
 CDF_POINTS = 51
 LOW_ACHIEVED_CONCURRENCY = 0.9
@@ -69,6 +75,7 @@ def load_runs(experiment: Experiment) -> list[inference.RunData]:
             throughputs={str(metric): getattr(s, column) for metric, column in RUN_COLUMNS.items()},
             failed=s.failed,
             outputs=outputs[s.run_id],
+            stream_flagged=s.stream_flagged,
         )
         for s in summaries.select_related("run")
     ]
@@ -298,13 +305,14 @@ def _calibration(experiment: Experiment, baseline: Arm) -> list[tuple[Arm, dict[
 
 def _predicted_series(experiment, baseline, arms, cells) -> dict:
     """Per speculative arm, Leviathan et al.'s prediction at each level where the draft's cost
-    was measured by a calibration arm, beside the measured TPOT speedup (experiments/prediction.py)."""
+    was measured by a calibration arm, beside the measured engine-timed TPOT speedup (the decode
+    speed the formula predicts, experiments/prediction.py)."""
     counters = _position_counters(experiment)
     calibrated = _calibration(experiment, baseline)
     calibration = {arm.params["model"]: rows for arm, rows in calibrated}
     measured = defaultdict(dict)
     for cell in cells:
-        if cell.metric == Metric.TPOT:
+        if cell.metric == Metric.SERVER_TPOT:
             estimate = cell.estimate
             measured[cell.arm][cell.level] = prediction.Interval(estimate.point, estimate.lo, estimate.hi)
     series = {}
@@ -341,6 +349,48 @@ def _step_accounting(experiment: Experiment, baseline: Arm, compared: list[Arm])
         if any(row.arm == arm.id for row in accounting)
     ]
     return {"rows": [row.as_json() for row in accounting], "sentences": sentences}
+
+
+# ---------------------------------------------------------------- stream fidelity
+
+
+STREAM_COLUMNS = (
+    "stream_checked", "stream_distorted", "stream_stalled", "stream_bursts", "stream_span_ratio_p50",
+    "stream_span_ratio_p05",
+)  # fmt: skip
+
+
+def _stream_runs(experiment: Experiment) -> list[dict]:
+    """Per succeeded run, how its stream compared with the engine's timing
+    (experiments/stream_fidelity.py) and whether it is flagged."""
+    summaries = RunSummary.objects.succeeded_of(experiment).select_related("run").order_by("run_id")
+    return [
+        {
+            "arm_id": s.run.arm_id,
+            "level": s.run.concurrency,
+            "block": s.run.repetition,
+            "run_id": s.run_id,
+            **{column.removeprefix("stream_"): getattr(s, column) for column in STREAM_COLUMNS},
+            "flagged": s.stream_flagged,
+        }
+        for s in summaries
+    ]
+
+
+def _stream_warnings(rows: list[dict], labels: dict[int, str]) -> list[str]:
+    flagged = [row for row in rows if row["flagged"] and row["arm_id"] in labels]
+    if not flagged:
+        return []
+    runs = "; ".join(
+        f"{labels[row['arm_id']]} at {row['level']}, block {row['block']} ({row['distorted']} of {row['checked']})"
+        for row in flagged
+    )
+    return [
+        f"In {len(flagged)} run(s) more than {stream_fidelity.DISTORTED_RUN_SHARE:.0%} of the requests did not reach "
+        f"the client as the engine made them (a burst, a stall, or a decode span off the engine's): {runs}. "
+        "The client's TPOT and TTFT get no verdict where those runs take part; the engine-timed TPOT, "
+        "E2E and throughput are not affected."
+    ]
 
 
 # ---------------------------------------------------------------- warnings
@@ -447,6 +497,8 @@ def experiment_analyse(*, experiment: Experiment) -> ExperimentAnalysis:
         | breakdowns.breakdown_series(experiment, runs, baseline, compared)
     )
     labels = {arm.id: arm.label for arm in arms}
+    stream = _stream_runs(experiment)
+    series["stream_fidelity"] = stream
     analysis, _ = ExperimentAnalysis.objects.update_or_create(
         experiment=experiment,
         defaults={
@@ -457,6 +509,7 @@ def experiment_analyse(*, experiment: Experiment) -> ExperimentAnalysis:
             + _design_warnings(experiment)
             + _environment_warnings(experiment)
             + _run_warnings(experiment)
+            + _stream_warnings(stream, labels)
             + _replicate_warnings(cells, compared)
             + _fidelity_warnings(fidelity, labels),
         },

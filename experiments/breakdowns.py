@@ -1,9 +1,10 @@
 """Speedup and acceptance by group of prompts: by the categories of an uploaded prompt set,
 and by input length (the tokens the server counted for each prompt).
 
-A group's TPOT speedup is computed by the same code as the experiment's (inference.speedup_cells,
-blocks as the unit), on the runs restricted to that group's prompts, so its interval and
-outcome read the same way; with few prompts per group they are wide. Failures are counted
+A group's engine-timed TPOT speedup (what speculation changes, whatever the stream did) is
+computed by the same code as the experiment's (inference.speedup_cells, blocks as the unit),
+on the runs restricted to that group's prompts, so its interval and outcome read the same
+way; with few prompts per group they are wide. Failures are counted
 per run, not per group. Acceptance per group pools the per-step counts vLLM reported for each
 request (accepted / proposed draft tokens, and τ = 1 + accepted / steps).
 
@@ -16,7 +17,7 @@ from dataclasses import replace
 from experiments import inference, verdicts, workloads
 from experiments.models import Arm, Experiment, RequestRecord
 
-TPOT = "tpot"
+TPOT = "server_tpot"
 # Upper bounds of the input-length buckets, in tokens.
 LENGTH_BUCKETS = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 
@@ -79,7 +80,7 @@ def _acceptance(experiment: Experiment, groups: dict[int, str], labels: dict[int
 
 
 def group_breakdown(experiment: Experiment, runs, groups: dict[int, str], baseline: Arm, compared: list[Arm], order):
-    """Per group (sorted by `order`): its prompts, TPOT speedup cells and acceptance per arm."""
+    """Per group (sorted by `order`): its prompts, engine-timed TPOT speedup cells and acceptance per arm."""
     labels = {arm.id: arm.label for arm in [baseline, *compared]}
     acceptance = _acceptance(experiment, groups, labels)
     members = defaultdict(set)

@@ -55,7 +55,12 @@ def _runtime(snapshot: dict) -> str:
 
 
 def _binding(record: dict) -> str:
-    return f"engine on cores {record.get('engine_cores', '?')}, client on {record.get('client_cores', '?')}"
+    text = f"engine on cores {record.get('engine_cores', '?')}, client on {record.get('client_cores', '?')}"
+    placed = record.get("placement") or {}
+    for role, name in (("api_server", "API server"), ("engine_core", "engine core")):
+        if role in placed:
+            text += f", {name} on {placed[role]}"
+    return text
 
 
 def _recorded(snapshots: list[dict], value) -> tuple[str, ...]:

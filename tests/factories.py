@@ -10,7 +10,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from experiments import services, teams
+from experiments import services, stream_fidelity, teams
 from experiments.analysis import experiment_analyse
 from experiments.forms import ARM_FORMSET_PREFIX
 from experiments.models import (
@@ -22,8 +22,9 @@ from experiments.models import (
     RunSummary,
     SpeedupEstimate,
 )
+from experiments.packed import FLOAT64, UINT16, UINT32
 from workers.ingest import ingest_run
-from workers.loadgen import LoadResult, RequestResult
+from workers.loadgen import LoadResult, RequestResult, stream_timing
 from workers.prom import SpecCounters
 
 PASSWORD = "correct horse battery"
@@ -257,6 +258,12 @@ def simulated_decoding(rng: random.Random, *, k: int | None, accept: float, outp
     }
 
 
+def recorded(decoding: dict) -> dict:
+    """simulated_decoding's lists as the load generator records them (array.array)."""
+    kinds = {"chunk_tokens": UINT32, "spec_accepted_per_step": UINT16, "spec_proposed_per_step": UINT16}
+    return {name: kinds[name].new(value) if name in kinds else value for name, value in decoding.items()}
+
+
 def spec_counters(requests: list[RequestResult], k: int | None) -> SpecCounters:
     """vLLM's speculative-decoding counters over these requests, as /metrics reports them."""
     if not k:
@@ -296,12 +303,20 @@ def _seed_request(rng, run, prompt_index, tpot, k, accept, output_tokens) -> Req
     tpot_ms = tpot * rng.uniform(0.85, 1.15)
     chunks = len(decoding["chunk_tokens"])
     gap = tpot_ms * (output_tokens - 1) / (chunks - 1)
-    return RequestResult(
+    result = RequestResult(
         prompt_index=prompt_index, input_tokens=50, output_tokens=output_tokens, ttft_ms=ttft,
         e2e_ms=ttft + tpot_ms * (output_tokens - 1), tpot_ms=tpot_ms,
-        chunk_times_ms=[ttft + i * gap for i in range(chunks)], finish_reason="length",
-        output_token_ids=seeded_output(run.arm, prompt_index, output_tokens), **decoding,
+        chunk_times_ms=FLOAT64.new(ttft + i * gap for i in range(chunks)), finish_reason="length",
+        output_token_ids=seeded_output(run.arm, prompt_index, output_tokens),
+        # The engine's clock: the stream kept pace with it, 2 ms of front end before the first token.
+        server_decode_ms=tpot_ms * (output_tokens - 1), server_queue_ms=0.5, server_ttft_ms=ttft - 2.5,
+        **recorded(decoding),
     )  # fmt: skip
+    # As the load generator's finalise() derives them (the simulated last step is not cut at
+    # the output's end, so its chunks would not pass finalise's count check).
+    result.server_tpot_ms = stream_fidelity.server_tpot_ms(result.server_decode_ms, output_tokens)
+    result.stream = stream_fidelity.request_check(stream_timing(result))
+    return result
 
 
 def seed_finished_experiment(

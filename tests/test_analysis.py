@@ -5,7 +5,7 @@ import struct
 import pytest
 
 from experiments.analysis import experiment_analyse
-from experiments.models import Arm, EnvironmentSnapshot, Experiment, RequestRecord, Run, SpeedupEstimate
+from experiments.models import Arm, EnvironmentSnapshot, Experiment, RequestRecord, Run, RunSummary, SpeedupEstimate
 from experiments.tokens import pack_token_ids, unpack_token_ids
 from tests.factories import ArmFactory, ExperimentFactory, RequestRecordFactory, RunFactory, RunSummaryFactory
 
@@ -42,6 +42,9 @@ def _cell(arm, block, *, tpot, throughput, drafts=0, accepted=0, per_pos=None, v
             output_tokens=11,
             e2e_ms=50.0 + 10 * tpot,
             tpot_ms=tpot,
+            # The engine's clock agrees with the stream's.
+            server_decode_ms=10 * tpot,
+            server_tpot_ms=tpot,
             # 10 tokens after the first: steps of 3 (accepted 2) and 2 (accepted 1), then 5 steps
             # of one token that drafted nothing -> 7 decode steps.
             chunk_tokens=[1, 3, 2, 1, 1, 1, 1, 1] if speculative else [1] * 11,
@@ -91,6 +94,34 @@ def test_speedups_are_exact_on_an_exact_two_fold_case(experiment):
     assert (tpot.failed_baseline, tpot.failed_arm) == (0, 0)
     assert _speedup(experiment, "n-gram k=4", "output_throughput").point == pytest.approx(2.0)
     assert _speedup(experiment, "n-gram k=4", "ttft").point == pytest.approx(1.0)  # same TTFT on both sides
+
+
+def test_the_engine_timed_tpot_is_a_metric_of_its_own(experiment):
+    # The engine timed the arm's tokens at 8 ms where the client saw 10: baseline 20 ms / 8 ms.
+    RequestRecord.objects.filter(run__arm__label="n-gram k=4").update(server_tpot_ms=8.0)
+    experiment_analyse(experiment=experiment)
+    engine = _speedup(experiment, "n-gram k=4", "server_tpot")
+    assert engine.block_ratios == pytest.approx([2.5, 2.5, 2.5])
+    assert (engine.n_pairs, engine.outcome) == (BLOCKS * PROMPTS, "faster")
+
+
+def test_a_distorted_stream_withholds_the_client_timed_verdicts_and_says_why(experiment):
+    # Block 2's baseline run: 2 of its 4 requests reached the client distorted (over 5 %).
+    summaries = RunSummary.objects.filter(run__experiment=experiment)
+    summaries.update(stream_checked=PROMPTS, stream_distorted=0)
+    baseline = experiment.arms.get(position=0)
+    summaries.filter(run__arm=baseline, run__repetition=2).update(stream_distorted=2, stream_bursts=2)
+    analysis = experiment_analyse(experiment=experiment)
+    metrics = ("server_tpot", "tpot", "ttft", "e2e")
+    outcomes = {metric: _speedup(experiment, "n-gram k=4", metric).outcome for metric in metrics}
+    assert outcomes == {
+        "server_tpot": "faster", "tpot": "stream distorted", "ttft": "stream distorted", "e2e": "faster",
+    }  # fmt: skip
+    assert _speedup(experiment, "n-gram k=4", "tpot").point == pytest.approx(2.0)  # still estimated
+    rows = [row for row in analysis.series["stream_fidelity"] if row["flagged"]]
+    assert [(row["arm_id"], row["block"], row["distorted"], row["checked"]) for row in rows] == [(baseline.id, 2, 2, 4)]
+    warning = next(w for w in analysis.warnings if "did not reach the client" in w)
+    assert f"{baseline.label} at 1, block 2 (2 of 4)" in warning
 
 
 def test_the_replicate_is_compared_like_an_arm(experiment):
@@ -267,7 +298,7 @@ def test_low_achieved_concurrency_is_flagged(experiment):
 def test_analysing_twice_replaces_the_estimates(experiment):
     experiment_analyse(experiment=experiment)
     experiment_analyse(experiment=experiment)
-    assert SpeedupEstimate.objects.filter(experiment=experiment).count() == 2 * 5
+    assert SpeedupEstimate.objects.filter(experiment=experiment).count() == 2 * 6  # arms x metrics
 
 
 def test_unpack_token_ids_reads_little_endian_uint32():

@@ -19,7 +19,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 
 CANVASES = [
-    "chart-ttft", "chart-tpot", "chart-e2e", "chart-output-throughput", "chart-request-throughput", "chart-goodput",
+    "chart-ttft", "chart-tpot", "chart-server_tpot", "chart-e2e", "chart-output-throughput",
+    "chart-request-throughput", "chart-goodput",
     "chart-speedup", "chart-acceptance-unconditional", "chart-acceptance-conditional", "chart-along-output",
     "chart-tpot-cdf", "chart-tau-cdf", "chart-itl", "chart-tokens-per-chunk", "chart-capacity", "chart-predicted",
 ]  # fmt: skip
@@ -93,6 +94,7 @@ def test_every_chart_is_drawn_with_data_and_the_verdicts_are_shown(page, live_se
     assert {canvas: size for canvas, size in sizes.items() if not size or 0 in size} == {}
     # One line per arm over the levels; speculative arms only where acceptance is concerned.
     assert sizes["chart-tpot"] == [3, 2]
+    assert sizes["chart-server_tpot"] == [3, 2]
     assert sizes["chart-speedup"] == [2, 2]
     assert sizes["chart-acceptance-unconditional"] == [2, 4]
     assert sizes["chart-tpot-cdf"] == [3, 51]
@@ -119,7 +121,7 @@ def test_controls_redraw_and_tables_sort_and_copy(page, live_server):
     page.click("[data-toggle=latency] button[data-value=p99]")
     assert _title(page, "chart-tpot") == "TPOT, p99"
     # Each latency chart now draws the stored p99s, a point per level: their mean over the blocks.
-    for metric in ("ttft", "tpot", "e2e"):
+    for metric in ("ttft", "tpot", "server_tpot", "e2e"):
         drawn, stored = _drawn(page, f"chart-{metric}"), _stored_means(experiment, f"{metric}_p99_ms")
         assert drawn.keys() == stored.keys()
         for label, points in drawn.items():
@@ -131,12 +133,12 @@ def test_controls_redraw_and_tables_sort_and_copy(page, live_server):
     drawn = _drawn(page, "chart-speedup")
     stored = SpeedupEstimate.objects.filter(experiment=experiment, metric="output_throughput")
     assert sorted(y for points in drawn.values() for _, y in points) == pytest.approx(sorted(s.point for s in stored))
-    # The verdict grid shows one metric at a time.
-    assert page.locator("#grid-tpot").is_visible()
-    assert not page.locator("#grid-e2e").is_visible()
+    # The verdict grid shows one metric at a time, the engine-timed TPOT first.
+    assert page.locator("#grid-server_tpot").is_visible()
+    assert not page.locator("#grid-tpot").is_visible()
     page.click("[data-toggle=grid] button[data-value=e2e]")
     assert page.locator("#grid-e2e").is_visible()
-    assert not page.locator("#grid-tpot").is_visible()
+    assert not page.locator("#grid-server_tpot").is_visible()
     assert "Break-even for output throughput" in page.inner_text("#break-even")
     page.click("[data-toggle=cdf] button[data-value='4']")
     assert _title(page, "chart-tpot-cdf") == "Per-request TPOT at 4"
@@ -144,19 +146,22 @@ def test_controls_redraw_and_tables_sort_and_copy(page, live_server):
     _check_cdf(_drawn(page, "chart-tpot-cdf"), _stored_per_request(experiment, 4, "tpot_ms"))
     _check_cdf(_drawn(page, "chart-tau-cdf"), _stored_per_request(experiment, 4, "spec_acceptance_length"))
 
-    # Sorting the speedup table by its TPOT column, descending, puts the largest speedup first.
-    header = page.locator("#table-speedup thead th", has_text="TPOT")
+    # Sorting the speedup table by its engine-timed TPOT column, descending, puts the largest speedup first.
+    header = page.locator("#table-speedup thead th", has_text="Engine-timed TPOT")
     header.click()
     header.click()
     assert header.get_attribute("aria-sort") == "descending"
-    best = SpeedupEstimate.objects.filter(experiment=experiment, metric="tpot").order_by("-point").first()
+    best = SpeedupEstimate.objects.filter(experiment=experiment, metric="server_tpot").order_by("-point").first()
     first_row = page.locator("#table-speedup tbody tr").first
     assert float(first_row.locator("td").nth(3).get_attribute("data-value")) == best.point
 
     page.click("button[data-copy=table-speedup]")
     copied = page.evaluate("navigator.clipboard.readText()")
     lines = copied.strip().split("\n")
-    assert lines[0].split("\t")[:6] == ["Arm", "Concurrency", "Blocks", "TPOT speedup", "TPOT 95% low", "TPOT 95% high"]
+    assert lines[0].split("\t")[:6] == [
+        "Arm", "Concurrency", "Blocks", "Engine-timed TPOT speedup", "Engine-timed TPOT 95% low",
+        "Engine-timed TPOT 95% high",
+    ]  # fmt: skip
     assert len(lines) == 1 + 2 * 2
     assert repr(best.point) in lines[1]
     _shot(page, "results-02-after-controls")

@@ -81,6 +81,39 @@ def test_throughput_under_a_fixed_arrival_rate_gets_no_verdict():
     assert cells[(ARM, 1, "tpot")].outcome == verdicts.FASTER
 
 
+def test_a_distorted_stream_takes_the_client_timed_verdicts_only():
+    # The arm is 2x faster on every metric in every block; in block 2 the baseline's stream was
+    # distorted. TPOT and TTFT (timed from the chunks) get no word; the engine-timed TPOT, E2E and
+    # throughput keep theirs, and every estimate is still computed.
+    runs = []
+    for block in (1, 2, 3, 4):
+        for arm, value, throughput in ((BASE, 10.0, 100.0), (ARM, 5.0, 200.0)):
+            latencies = {metric: {0: value, 1: value} for metric in ("tpot", "ttft", "server_tpot", "e2e")}
+            runs.append(
+                RunData(
+                    arm,
+                    1,
+                    block,
+                    latencies,
+                    {"output_throughput": throughput},
+                    stream_flagged=arm == BASE and block == 2,
+                )
+            )
+    cells = _cells(runs, metrics=["server_tpot", "tpot", "ttft", "e2e", "output_throughput"])
+    outcomes = {
+        metric: cells[(ARM, 1, metric)].outcome
+        for metric in ("server_tpot", "tpot", "ttft", "e2e", "output_throughput")
+    }
+    assert outcomes == {
+        "server_tpot": verdicts.FASTER, "tpot": verdicts.STREAM_DISTORTED, "ttft": verdicts.STREAM_DISTORTED,
+        "e2e": verdicts.FASTER, "output_throughput": verdicts.FASTER,
+    }  # fmt: skip
+    assert cells[(ARM, 1, "tpot")].estimate.point == pytest.approx(2.0)
+    # A flagged run in a block the other side did not run does not count (3 blocks left).
+    unmatched = [r for r in runs if not (r.arm == ARM and r.block == 2)]
+    assert _cells(unmatched, metrics=["tpot"])[(ARM, 1, "tpot")].outcome == verdicts.FASTER
+
+
 def test_break_evens_per_arm_and_metric():
     runs = []
     for block, (fast, slow) in enumerate([(5.0, 12.0), (5.5, 12.5), (4.5, 13.0)], start=1):

@@ -3,10 +3,11 @@ from datetime import UTC, datetime
 import pytest
 
 from experiments.models import EnvironmentSnapshot, RequestRecord, RunSummary
+from experiments.packed import FLOAT64, UINT32
 from experiments.tokens import pack_token_ids, unpack_token_ids
 from tests.factories import RunFactory
 from workers.ingest import ingest_run, meets_slos, summary_fields
-from workers.loadgen import LoadResult, RequestResult
+from workers.loadgen import LoadResult, RequestResult, finalise
 from workers.prom import SpecCounters
 
 pytestmark = pytest.mark.django_db
@@ -124,3 +125,37 @@ def test_a_one_token_output_meets_a_tpot_slo():
     assert meets_slos(one_token, run.experiment)
     run.experiment.slo_ttft_ms = 50.0
     assert not meets_slos(one_token, run.experiment)  # the other SLOs still apply
+
+
+def test_the_engines_timings_and_the_stream_checks_are_stored_and_summarised():
+    # Three requests as the load generator finalises them: two whose streams kept pace with the
+    # engine, one whose 5 tokens all arrived at once at 300 ms though the engine decoded them in 80.
+    def finalised(index, times, decode_ms):
+        result = RequestResult(
+            prompt_index=index, input_tokens=10, output_tokens=len(times), chunk_times_ms=FLOAT64.new(times),
+            chunk_tokens=UINT32.new([1] * len(times)), server_decode_ms=decode_ms, server_ttft_ms=20.0,
+            server_queue_ms=1.0,
+        )  # fmt: skip
+        finalise(result)
+        return result
+
+    load = LoadResult(
+        [finalised(0, [25.0, 45.0, 65.0, 85.0, 105.0], 80.0), finalised(1, [24.0, 44.0, 64.0], 40.0),
+         finalised(2, [300.0] * 5, 80.0)],
+        duration_s=1.0, started_at=NOW, finished_at=NOW,
+    )  # fmt: skip
+    run = RunFactory()
+    ingest_run(run_id=run.id, load=load, counters=SpecCounters(), environment=ENVIRONMENT, experiment=run.experiment)
+    rows = list(RequestRecord.objects.filter(run=run).order_by("prompt_index"))
+    assert [r.server_tpot_ms for r in rows] == [20.0, 20.0, 20.0]  # 80 / 4, 40 / 2, 80 / 4
+    assert [(r.server_ttft_ms, r.server_queue_ms) for r in rows] == [(20.0, 1.0)] * 3
+    assert [r.stream_span_ratio for r in rows] == [1.0, 1.0, 0.0]
+    # Request 2 waited 300 - 21 = 279 ms for its first token beyond the engine's account: 279 / 20 steps.
+    assert [r.stream_longest_wait_steps for r in rows] == pytest.approx([1.0, 1.0, 279 / 20])
+    summary = RunSummary.objects.get(run=run)
+    assert (summary.stream_checked, summary.stream_distorted, summary.stream_stalled, summary.stream_bursts) == (
+        3, 1, 1, 1,
+    )  # fmt: skip
+    assert summary.stream_span_ratio_p50 == 1.0
+    assert summary.stream_flagged  # 1 of 3 distorted is over 5 %
+    assert summary.server_tpot_p50_ms == 20.0

@@ -98,7 +98,19 @@ def test_the_engines_decode_time_is_read_from_the_last_event():
     last = REAL_EVENTS[-1] | {"metrics": REAL_EVENTS[-1]["metrics"] | timings}
     result = _fold([*REAL_EVENTS[:-1], last], [40.0, 60.0, 75.0, 90.0, 91.0])
     assert result.server_decode_ms == 42.25
+    assert (result.server_ttft_ms, result.server_queue_ms) == (31.5, 0.5)
     assert result.spec_accepted_per_step == array("H", [0, 1, 1, 3])
+    # Engine-timed TPOT: 42.25 / (6 - 1).
+    assert result.server_tpot_ms == pytest.approx(8.45)
+    # The stream against the engine: the client's decode span 90 - 40 = 50 ms over the engine's
+    # 42.25 ms. The 5 tokens after the first took 3 steps (per_step_accepted 0, 1, 1 emit 1 + 2 + 2;
+    # the fourth step's tokens lie past the output's end).
+    steps = 3
+    assert result.stream.steps == steps
+    assert result.stream.span_ratio == pytest.approx(50 / 42.25)
+    # The longest wait is the first chunk's lag: 40 - 0.5 - 31.5 = 8 ms, against gaps of 20, 15, 15.
+    assert result.stream.first_token_lag_ms == pytest.approx(8.0)
+    assert result.stream.longest_wait_steps == pytest.approx(20 / (42.25 / steps))
     # A server without the flag sends no timings; a timing vLLM could not take is null: None.
     assert _fold(REAL_EVENTS, [40.0, 60.0, 75.0, 90.0, 91.0]).server_decode_ms is None
     unset = REAL_EVENTS[-1] | {"metrics": {"generation_time_ms": None, "speculative_decoding": None}}

@@ -8,6 +8,7 @@ from django.db import connection
 
 from experiments.models import RequestRecord
 from experiments.packed import FLOAT64, UINT16, UINT32, pack
+from experiments.stream_fidelity import StreamCheck
 from experiments.tokens import pack_token_ids, unpack_token_ids
 from scripts import bench_ingest
 from tests.factories import RunFactory
@@ -28,7 +29,8 @@ def _reference_copy(run_id: int, requests: list[RequestResult]) -> None:
                     r.tpot_ms, pack(r.chunk_times_ms, FLOAT64), pack(r.chunk_tokens, UINT32), r.finish_reason or "",
                     r.error or "", r.spec_acceptance_length, pack(r.spec_accepted_per_step, UINT16),
                     pack(r.spec_proposed_per_step, UINT16), pack_token_ids(r.output_token_ids), r.queue_ms,
-                    r.server_decode_ms,
+                    r.server_decode_ms, r.server_ttft_ms, r.server_queue_ms, r.server_tpot_ms, r.stream.span_ratio,
+                    r.stream.longest_wait_steps,
                 )
             )  # fmt: skip
 
@@ -62,6 +64,10 @@ def _edge_cases() -> list[RequestResult]:
             spec_accepted_per_step=[65535, 0],
             spec_proposed_per_step=[1],
             server_decode_ms=12.345678901234567,
+            server_ttft_ms=0.0,
+            server_queue_ms=1e-300,
+            server_tpot_ms=6.1728394506172835,
+            stream=StreamCheck(span_ratio=0.1 + 0.2, longest_wait_steps=1.7976931348623157e308, steps=2),
         ),
     ]
 

@@ -14,6 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from experiments import results, selectors
+from experiments.analysis import experiment_analyse
 from experiments.models import Arm, Experiment, ExperimentAnalysis, RequestRecord, Run, RunSummary, SpeedupEstimate
 from tests.factories import (
     SEEDED_BLOCKS,
@@ -240,18 +241,38 @@ def test_latency_and_throughput_tables_hold_the_stored_values(logged_in_client, 
         assert flag == ""
 
 
+def test_the_stream_table_holds_each_runs_checks_and_flags_a_distorted_one(logged_in_client, finished):
+    tables = _tables(_page(logged_in_client, finished))
+    rows = tables["table-stream"][1:]
+    assert len(rows) == 3 * 2 * SEEDED_BLOCKS  # arms x levels x blocks
+    # The seeded streams kept pace with the engine: every request checked, none distorted.
+    for _label, _level, _block, checked, distorted, stalled, bursts, span_p50, _span_p05, flag in rows:
+        assert (checked, distorted, stalled, bursts, flag) == ("20", "0", "0", "0", "")
+        assert float(span_p50) == pytest.approx(1.0)
+
+    baseline = finished.runs.get(arm__label="baseline", concurrency=4, repetition=2)
+    RunSummary.objects.filter(run=baseline).update(stream_distorted=2)
+    experiment_analyse(experiment=finished)
+    html = _page(logged_in_client, finished)
+    flagged = [row for row in _tables(html)["table-stream"][1:] if row[-1]]
+    assert flagged == [["baseline", "4", "2", "20", "2", "0", "0", flagged[0][7], flagged[0][8], flagged[0][9]]]
+    assert "distorted: no client TPOT/TTFT verdict" in flagged[0][9]
+    assert "did not reach the client as the engine made them" in html
+    assert "more than 5% of its requests distorted" in html
+
+
 def test_speedup_and_acceptance_tables_hold_the_stored_values(logged_in_client, finished):
     tables = _tables(_page(logged_in_client, finished))
 
     speedup = tables["table-speedup"]
     assert len(speedup) == 1 + 2 * 2  # heading, 2 speculative arms x 2 levels
-    for label, level, blocks, tpot, e2e, throughput, failed in speedup[1:]:
+    for label, level, blocks, server_tpot, tpot, e2e, throughput, failed in speedup[1:]:
         stored = {
             s.metric: s
             for s in SpeedupEstimate.objects.filter(experiment=finished, arm__label=label, concurrency=int(level))
         }
-        shown = [float(tpot), float(e2e), float(throughput)]
-        assert shown == [stored[metric].point for metric in ("tpot", "e2e", "output_throughput")]
+        shown = [float(server_tpot), float(tpot), float(e2e), float(throughput)]
+        assert shown == [stored[metric].point for metric in ("server_tpot", "tpot", "e2e", "output_throughput")]
         assert int(blocks) == SEEDED_BLOCKS
         assert failed == "0"
 
@@ -315,7 +336,7 @@ def test_chart_data_carries_the_series_of_every_chart(logged_in_client, finished
     assert data["levels"] == [1, 4]
     assert len(data["cells"]) == 6
     assert data["has_slos"]
-    assert {s["metric"] for s in data["speedups"]} == {"tpot", "e2e", "output_throughput"}
+    assert {s["metric"] for s in data["speedups"]} == {"server_tpot", "tpot", "e2e", "output_throughput"}
     assert len(data["break_even"]) == 2 * 3
     stored = ExperimentAnalysis.objects.get(experiment=finished).series
     for key in ("tpot_cdf", "acceptance_length_cdf", "along_output", "predicted"):

@@ -41,6 +41,16 @@ def test_different_failures_and_fixed_rates_get_no_verdict():
     assert verdicts.classify(faster, margin=0.02, applicable=False) == verdicts.NOT_APPLICABLE
 
 
+def test_a_distorted_stream_gets_no_verdict_but_no_data_says_so_first():
+    faster = _est(1.2, 1.1, 1.3)
+    assert verdicts.classify(faster, margin=0.02, stream_faithful=False) == verdicts.STREAM_DISTORTED
+    # It outranks the failures' reason: the timing itself cannot be read.
+    distorted = verdicts.classify(faster, margin=0.02, failed_baseline=0, failed_arm=2, stream_faithful=False)
+    assert distorted == verdicts.STREAM_DISTORTED
+    assert verdicts.classify(RatioEstimate(None, None, None), margin=0.02, stream_faithful=False) == verdicts.NO_DATA
+    assert "Stream fidelity" in verdicts.NO_CALL_REASON[verdicts.STREAM_DISTORTED]
+
+
 def test_the_margin_is_the_experiments():
     estimate = _est(1.0, 0.96, 1.04)
     assert verdicts.classify(estimate, margin=0.02) == verdicts.INCONCLUSIVE

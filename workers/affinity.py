@@ -17,6 +17,7 @@ import itertools
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 OMP_BIND_VAR = "VLLM_CPU_OMP_THREADS_BIND"
 
@@ -70,3 +71,83 @@ def pinned(cores: Iterable[int]) -> Iterator[None]:
         yield
     finally:
         os.sched_setaffinity(0, previous)
+
+
+# Where vLLM's API server (the process that streams the responses) and its engine core (the
+# scheduler, which busy-waits on the engine's worker) run, beside the client and the
+# engine's OpenMP threads.
+PLACEMENTS = {
+    "unbound": "API server and engine core on any core",
+    "front": "API server and engine core on the client's cores",
+    "split": "API server on the client's cores, engine core on the engine's",
+    "engine": "API server and engine core on the engine's cores",
+}
+DEFAULT_PLACEMENT = "split"
+ENGINE_CORE_NAME = "VLLM::EngineCor"  # /proc/<pid>/comm keeps 15 characters of "VLLM::EngineCore"
+
+
+def server_env(binding: CpuBinding | None, *, fork_engine: bool = True) -> dict[str, str | None]:
+    """The vLLM server's extra environment on a CPU host: the engine's cores, and fork as the
+    way it starts its engine process. The KV cache's size goes as --kv-cache-memory-bytes,
+    which takes fractions of a GiB; vLLM's VLLM_CPU_KVCACHE_SPACE (whole GiB) would override
+    it, so it is left out."""
+    start_method = {"VLLM_WORKER_MULTIPROC_METHOD": "fork"} if fork_engine else {}
+    return {"VLLM_CPU_KVCACHE_SPACE": None} | start_method | (binding.env if binding else {})
+
+
+@dataclass(frozen=True)
+class ServerPlacement:
+    """Puts a started vLLM server's API server and engine core on their cores (PLACEMENTS)."""
+
+    binding: CpuBinding
+    mode: str = DEFAULT_PLACEMENT
+
+    def cores(self) -> tuple[set[int] | None, set[int] | None]:
+        """(API server's cores, engine core's cores); None leaves a process where it is."""
+        client, engine = set(self.binding.client_cores), set(self.binding.engine_cores)
+        return {
+            "unbound": (None, None),
+            "front": (client, client),
+            "split": (client, engine),
+            "engine": (engine, engine),
+        }[self.mode]
+
+    def apply(self, leader_pid: int) -> dict[str, list[int]]:
+        """Bind every thread of the API server (the group's leader) and of the engine core;
+        returns {role: cores} as bound."""
+        front, engine_core = self.cores()
+        placed = {}
+        for pid in group_pids(leader_pid):
+            cores = front if pid == leader_pid else engine_core if process_name(pid) == ENGINE_CORE_NAME else None
+            if cores is not None:
+                bind_process(pid, cores)
+                placed["api_server" if pid == leader_pid else "engine_core"] = sorted(cores)
+        return placed
+
+
+def group_pids(pgid: int) -> list[int]:
+    """The live processes of a process group."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:
+            pids.append(int(stat.parent.name))
+    return sorted(pids)
+
+
+def process_name(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def bind_process(pid: int, cores: set[int]) -> None:
+    """Every thread of `pid` on `cores` (sched_setaffinity binds one thread; the threads it
+    starts later inherit it)."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(ProcessLookupError):
+            os.sched_setaffinity(int(task.name), cores)

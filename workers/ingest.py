@@ -7,7 +7,7 @@ run again replaces its rows, so a run that is retried is never recorded twice.
 import numpy as np
 from django.db import connection, transaction
 
-from experiments import stats
+from experiments import stats, stream_fidelity
 from experiments.models import EnvironmentSnapshot, Experiment, RequestRecord, RunSummary
 from experiments.packed import FLOAT64, UINT32, pack, unpack_many
 from workers.loadgen import LoadResult, RequestResult
@@ -33,6 +33,11 @@ REQUEST_COLUMNS = (
     "output_token_ids",
     "queue_ms",
     "server_decode_ms",
+    "server_ttft_ms",
+    "server_queue_ms",
+    "server_tpot_ms",
+    "stream_span_ratio",
+    "stream_longest_wait_steps",
 )
 CAPACITY_COLUMNS = (
     "capacity_samples",
@@ -99,7 +104,21 @@ def summary_fields(load: LoadResult, counters: SpecCounters, experiment: Experim
     fields |= _latency_fields("tpot", [r.tpot_ms for r in ok if r.tpot_ms is not None])
     fields |= {f"itl_{key}_ms": value for key, value in stats.summarise_array(stats.itl_ms(*times)).items()}
     fields |= _latency_fields("e2e", [r.e2e_ms for r in ok if r.e2e_ms is not None])
-    return fields
+    fields |= _latency_fields("server_tpot", [r.server_tpot_ms for r in ok if r.server_tpot_ms is not None])
+    return fields | stream_fields([r.stream for r in ok])
+
+
+def stream_fields(checks: list[stream_fidelity.StreamCheck]) -> dict:
+    """The stream columns: how many requests could be checked and how many were distorted."""
+    summary = stream_fidelity.run_stream(checks)
+    return {
+        "stream_checked": summary.checked,
+        "stream_distorted": summary.distorted,
+        "stream_stalled": summary.stalled,
+        "stream_bursts": summary.bursts,
+        "stream_span_ratio_p50": summary.span_ratio_p50,
+        "stream_span_ratio_p05": summary.span_ratio_p05,
+    }
 
 
 def _chunks(ok: list[RequestResult]) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:

@@ -36,7 +36,7 @@ from datetime import UTC, datetime
 
 import aiohttp
 
-from experiments import stats
+from experiments import stats, stream_fidelity
 from experiments.packed import FLOAT64, UINT16, UINT32
 from workers.prom import (
     CapacityFigures,
@@ -77,6 +77,14 @@ class RequestResult:
     # vLLM's own decode time (first output token to last, engine timestamps): with
     # --enable-per-request-metrics it rides on the final usage chunk.
     server_decode_ms: float | None = None
+    # vLLM's time from scheduling to the first token, and its time in the engine's queue before
+    # that: client TTFT − both is the wait the engine does not account for.
+    server_ttft_ms: float | None = None
+    server_queue_ms: float | None = None
+    # Derived in finalise(): TPOT as the engine timed it, and how the stream the client saw
+    # compares with the engine's timing (experiments/stream_fidelity.py).
+    server_tpot_ms: float | None = None
+    stream: stream_fidelity.StreamCheck = field(default_factory=stream_fidelity.StreamCheck)
     finish_reason: str = ""
     error: str = ""
     spec_acceptance_length: float | None = None
@@ -156,6 +164,10 @@ def apply_event(result: RequestResult, event: dict, at_ms: float) -> None:
     metrics = event.get("metrics") or {}
     if metrics.get("generation_time_ms") is not None:
         result.server_decode_ms = float(metrics["generation_time_ms"])
+    if metrics.get("time_to_first_token_ms") is not None:
+        result.server_ttft_ms = float(metrics["time_to_first_token_ms"])
+    if metrics.get("queue_time_ms") is not None:
+        result.server_queue_ms = float(metrics["queue_time_ms"])
     if spec := metrics.get("speculative_decoding"):
         _apply_spec_metrics(result, spec)
 
@@ -186,6 +198,22 @@ def finalise(result: RequestResult) -> None:
     result.ttft_ms = result.chunk_times_ms[0]
     result.e2e_ms = result.chunk_times_ms[-1]
     result.tpot_ms = stats.tpot_ms(result.ttft_ms, result.e2e_ms, result.output_tokens)
+    result.server_tpot_ms = stream_fidelity.server_tpot_ms(result.server_decode_ms, result.output_tokens)
+    result.stream = stream_fidelity.request_check(stream_timing(result))
+
+
+def stream_timing(result: RequestResult) -> stream_fidelity.RequestTiming:
+    """A succeeded request as the stream check reads it. Its decode steps: vLLM's per-step
+    counts where the server speculated (a speculative server reports them for every request,
+    an empty list when nothing was drafted), else a token a step."""
+    return stream_fidelity.RequestTiming(
+        chunk_times_ms=result.chunk_times_ms,
+        output_tokens=result.output_tokens,
+        decode_steps=stats.decode_steps(result.output_tokens, result.spec_accepted_per_step),
+        server_decode_ms=result.server_decode_ms,
+        server_queue_ms=result.server_queue_ms,
+        server_ttft_ms=result.server_ttft_ms,
+    )
 
 
 async def _read_stream(response: aiohttp.ClientResponse, sent: float, result: RequestResult) -> None:

@@ -28,7 +28,7 @@ _FIXED = np.dtype(
         *(("input", ">i4"), ("l_output", ">i4"), ("output", ">i4"), ("l_sent", ">i4"), ("sent", ">f8")),
     ]
 )
-FIELDS = 18
+FIELDS = 23
 
 
 class Segment:
@@ -92,6 +92,11 @@ def _segments(run_id: int, requests: Sequence[RequestResult]) -> list[Segment]:
         *_bytes([pack(r.output_token_ids, UINT32) for r in requests]),
         _float([r.queue_ms for r in requests]),
         _float([r.server_decode_ms for r in requests]),
+        _float([r.server_ttft_ms for r in requests]),
+        _float([r.server_queue_ms for r in requests]),
+        _float([r.server_tpot_ms for r in requests]),
+        _float([r.stream.span_ratio for r in requests]),
+        _float([r.stream.longest_wait_steps for r in requests]),
     ]
 
 

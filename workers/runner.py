@@ -228,14 +228,17 @@ def worker_binding() -> affinity.CpuBinding | None:
 
 
 def server_env(binding: affinity.CpuBinding | None) -> dict[str, str | None]:
-    """The vLLM server's extra environment on CPU hosts: the engine's cores, and fork as the
-    way it starts its engine process (SPECDASH_CPU_FORK_ENGINE). The KV cache's size goes as
-    --kv-cache-memory-bytes (arm_server_args), which takes fractions of a GiB; vLLM's
-    VLLM_CPU_KVCACHE_SPACE (whole GiB) would override it, so it is left out."""
+    """The vLLM server's extra environment on CPU hosts (workers/affinity.server_env), with
+    fork as the way it starts its engine process where SPECDASH_CPU_FORK_ENGINE says so."""
     if cuda_visible():
         return {}
-    start_method = {"VLLM_WORKER_MULTIPROC_METHOD": "fork"} if settings.SPECDASH_CPU_FORK_ENGINE else {}
-    return {"VLLM_CPU_KVCACHE_SPACE": None} | start_method | (binding.env if binding else {})
+    return affinity.server_env(binding, fork_engine=settings.SPECDASH_CPU_FORK_ENGINE)
+
+
+def server_placement(binding: affinity.CpuBinding | None) -> affinity.ServerPlacement | None:
+    """Where the server's API server and engine core run beside the client and the engine's
+    threads, on CPU hosts (workers/affinity.py)."""
+    return affinity.ServerPlacement(binding) if binding else None
 
 
 def client_cores(binding: affinity.CpuBinding | None) -> contextlib.AbstractContextManager:
@@ -390,13 +393,14 @@ def session_attempt(execution: Execution, session: Session) -> None:
             env=server_env(execution.binding) | (profiling.SCOPES_ENV if levels else {}),
             start_timeout_s=settings.SPECDASH_SERVER_START_TIMEOUT_S,
             pid_dir=server_pid_dir(execution.worker_name),
+            placement=server_placement(execution.binding),
         )
         with server:
             execution.models_ready()
             environment = capture_environment(
                 vllm_python=settings.SPECDASH_VLLM_PYTHON,
                 server_command=args,
-                cpu_binding=execution.binding.record() if execution.binding else {},
+                cpu_binding=execution.binding.record() | {"placement": server.placed} if execution.binding else {},
             )
             for run in session.runs:
                 stop_if_cancelled(experiment)

@@ -174,8 +174,12 @@ class VllmServer:
         env: dict | None = None,
         start_timeout_s: float = 600.0,
         pid_dir: Path | None = None,
+        placement=None,
     ):
         self.args = list(args)
+        # Binds the API server and engine core once they run (workers/affinity.ServerPlacement).
+        self.placement = placement
+        self.placed: dict[str, list[int]] = {}
         self.pid_dir = Path(pid_dir) if pid_dir else None
         self.log_path = Path(log_path)
         self.env = dict(env or {})
@@ -246,6 +250,8 @@ class VllmServer:
             if code is not None:
                 self._fail(f"vLLM server exited with code {code} before it became healthy")
             if self._health_ok():
+                if self.placement is not None:
+                    self.placed = self.placement.apply(self._proc.pid)
                 return
             if time.monotonic() >= deadline:
                 self._fail(f"vLLM server not healthy after {self.start_timeout_s:.0f} s")

@@ -130,6 +130,7 @@ def results_payload(experiment: Experiment) -> dict:
         "verdicts": [_verdict(row) for row in analysis.verdicts] if analysis else [],
         "acceptance_by_position": [_acceptance(p) for p in block.acceptance] if block else [],
         "fidelity": analysis.fidelity if analysis else [],
+        "stream_fidelity": analysis.series.get("stream_fidelity", []) if analysis else [],
         "series": {name: series[name] for name in SERIES if name in series},
         "capacity": [_capacity(row) for row in block.capacity_rows] if block else [],
         "capacity_warnings": block.capacity_warnings if block else [],

@@ -8,6 +8,7 @@ from django import forms
 from django.utils.choices import CallableChoiceIterator
 from rest_framework import serializers
 
+from experiments import stream_fidelity
 from experiments.api.payloads import PROGRESS_COUNTS
 from experiments.api.submission import ARMS_KEY
 from experiments.exports import REQUEST_EXPORT_FIELDS, SUMMARY_EXPORT_FIELDS
@@ -250,6 +251,29 @@ class SweepSerializer(serializers.Serializer):
     sentence = serializers.CharField()
 
 
+STALL, SHARE = f"{stream_fidelity.STALL_STEPS:g}", f"{stream_fidelity.DISTORTED_RUN_SHARE:.0%}"
+
+
+class StreamRunSerializer(serializers.Serializer):
+    arm_id = serializers.IntegerField()
+    level = serializers.IntegerField()
+    block = serializers.IntegerField()
+    run_id = serializers.IntegerField()
+    checked = serializers.IntegerField(
+        allow_null=True, help_text="Requests compared with vLLM's timing; null for runs recorded before it was."
+    )
+    distorted = serializers.IntegerField(allow_null=True, help_text="Checked requests whose stream was distorted.")
+    stalled = serializers.IntegerField(
+        allow_null=True, help_text=f"Checked requests that waited over {STALL} engine steps."
+    )
+    bursts = serializers.IntegerField(allow_null=True, help_text="Checked requests whose decode arrived at once.")
+    span_ratio_p50 = serializers.FloatField(allow_null=True, help_text="Median client / engine decode span.")
+    span_ratio_p05 = serializers.FloatField(allow_null=True, help_text="5th percentile of the same ratio.")
+    flagged = serializers.BooleanField(
+        help_text=f"Over {SHARE} of the checked requests distorted: the client's TPOT and TTFT get no verdict here."
+    )
+
+
 class ResultsSerializer(serializers.Serializer):
     experiment_id = serializers.IntegerField()
     status = serializers.ChoiceField(choices=Experiment.Status.choices)
@@ -262,6 +286,9 @@ class ResultsSerializer(serializers.Serializer):
     verdicts = VerdictSerializer(many=True)
     acceptance_by_position = AcceptanceSerializer(many=True)
     fidelity = serializers.ListField(child=serializers.DictField())
+    stream_fidelity = StreamRunSerializer(
+        many=True, help_text='Per run, its streams against vLLM\'s timing (docs/metrics.md "Stream fidelity").'
+    )
     series = serializers.DictField(help_text="The chart series the page draws (CDFs, tokens per step, ...).")
     capacity = CapacitySerializer(many=True, help_text='Per compared arm and level, docs/metrics.md "Capacity".')
     capacity_warnings = serializers.ListField(child=serializers.CharField())
