@@ -355,8 +355,8 @@ def _step_accounting(experiment: Experiment, baseline: Arm, compared: list[Arm])
 
 
 STREAM_COLUMNS = (
-    "stream_checked", "stream_distorted", "stream_stalled", "stream_bursts", "stream_span_ratio_p50",
-    "stream_span_ratio_p05",
+    "stream_checked", "stream_distorted", "stream_stalled", "stream_bursts", "stream_late_first_tokens",
+    "stream_span_ratio_p50", "stream_span_ratio_p05",
 )  # fmt: skip
 
 

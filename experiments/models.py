@@ -531,13 +531,16 @@ class RunSummary(models.Model):
         null=True, help_text="Requests whose stream could be compared with the engine's timing."
     )
     stream_distorted = models.PositiveIntegerField(
-        null=True, help_text="Checked requests whose decode span or longest wait disagreed with the engine's."
+        null=True, help_text="Checked requests whose client decode span was off the engine's decode time."
     )
     stream_stalled = models.PositiveIntegerField(
-        null=True, help_text="Checked requests that waited longer than 5 engine steps for a chunk."
+        null=True, help_text="Checked requests that waited longer than 5 engine steps for a chunk or the first token."
     )
     stream_bursts = models.PositiveIntegerField(
         null=True, help_text="Checked requests whose client decode span was under a fifth of the engine's."
+    )
+    stream_late_first_tokens = models.PositiveIntegerField(
+        null=True, help_text="Checked requests whose first token came over 5 engine steps after the engine made it."
     )
     stream_span_ratio_p50 = models.FloatField(
         null=True, help_text="Median over the checked requests of client decode span / engine decode time."

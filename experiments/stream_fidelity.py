@@ -9,16 +9,26 @@ clocks can be compared request by request:
 
 - decode span ratio: the client's decode span (last chunk − first chunk) over the engine's
   decode time. 1 when the stream kept pace; near 0 when the decode arrived in one burst;
-- longest wait: the longest time the client waited for its next chunk, counted in the
-  request's own engine steps (engine decode time / decode steps). The first wait is the
-  part of the TTFT the engine did not account for: client TTFT − (engine queue time +
-  engine time to first token).
+- first-token lag: the part of the client's TTFT the engine does not account for, client
+  TTFT − (engine queue time + engine time to first token): the front end's work on the
+  request and its first chunk, and any stall before it;
+- longest wait: the longest time the client waited, for its first token beyond the engine's
+  account or between two chunks, counted in the request's own engine steps (engine decode
+  time / decode steps).
 
-A request is *distorted* when its span ratio is off by more than SPAN_TOLERANCE (plus one
-engine step, so a short output is not flagged for a step's jitter) or it waited longer than
-STALL_STEPS engine steps at once. A run whose share of distorted requests exceeds
-DISTORTED_RUN_SHARE gets no verdict on the client's TTFT and TPOT (experiments/inference.py);
-E2E and throughput end at the last token either way and keep theirs.
+A request is *distorted* when its decode span ratio is off 1 by more than SPAN_TOLERANCE
+plus one engine step (so a short output is not flagged for a step's jitter): chunks the
+front end or the client held back arrived together, so its TPOT is bent, and when the first
+chunk was among them its TTFT swelled too (the chunks behind it then caught up, which is what
+shortens the span). Two waits are counted and shown but do not make a request distorted: a
+*stall* between two chunks (over STALL_STEPS engine steps) bends the inter-chunk latency, not
+the TPOT, whose span still ends at the last token; a *late first token* (a first-token lag
+over STALL_STEPS steps) with the rest of the stream on time is the front end's time to take
+the request in (HTTP, tokenising) before the engine saw it, which vLLM's timings cannot tell
+from a held first chunk and which a user of that server waits for too. A run whose share of
+distorted requests exceeds DISTORTED_RUN_SHARE gets no verdict on the client's TTFT and TPOT
+(experiments/inference.py); E2E and throughput end at the last token either way and keep
+theirs, and the engine-timed TPOT is the engine's own clock.
 
 Plain module: no Django; the worker applies it when it stores a run (workers/ingest.py).
 """
@@ -55,11 +65,13 @@ class StreamCheck:
     where the request cannot be checked (no decode step, no engine timing).
 
     `steps`: the request's decode steps, so that one engine step of slack is 1 / steps of
-    the decode span."""
+    the decode span; `first_token_lag_steps` is None without the engine's queue and
+    first-token times."""
 
     span_ratio: float | None = None
     longest_wait_steps: float | None = None
     first_token_lag_ms: float | None = None
+    first_token_lag_steps: float | None = None
     steps: int = 0
 
     @property
@@ -79,14 +91,17 @@ class StreamCheck:
         return self.span_ratio is not None and abs(self.span_ratio - 1) > SPAN_TOLERANCE + 1 / self.steps
 
     @property
+    def late_first_token(self) -> bool:
+        return self.first_token_lag_steps is not None and self.first_token_lag_steps > STALL_STEPS
+
+    @property
     def distorted(self) -> bool:
-        return self.span_off or self.stalled
+        return self.span_off
 
 
 def first_token_lag_ms(timing: RequestTiming) -> float | None:
-    """Client TTFT − (engine queue time + engine time to first token): the wait for the first
-    token that the engine does not account for (the front end's work and any stall); None
-    without the engine's two times."""
+    """Client TTFT − (engine queue time + engine time to first token); None without the
+    engine's two times."""
     if timing.server_queue_ms is None or timing.server_ttft_ms is None or not timing.chunk_times_ms:
         return None
     return timing.chunk_times_ms[0] - timing.server_queue_ms - timing.server_ttft_ms
@@ -102,9 +117,13 @@ def request_check(timing: RequestTiming) -> StreamCheck:
     lag = first_token_lag_ms(timing)
     waits = [later - earlier for earlier, later in pairwise(times)]
     waits += [lag] if lag is not None else []
-    longest = max(waits, default=0.0) / step_ms
-    span = times[-1] - times[0]
-    return StreamCheck(span / decode_ms, longest, lag, timing.decode_steps)
+    return StreamCheck(
+        span_ratio=(times[-1] - times[0]) / decode_ms,
+        longest_wait_steps=max(waits, default=0.0) / step_ms,
+        first_token_lag_ms=lag,
+        first_token_lag_steps=None if lag is None else lag / step_ms,
+        steps=timing.decode_steps,
+    )
 
 
 @dataclass(frozen=True)
@@ -115,6 +134,7 @@ class RunStream:
     distorted: int
     stalled: int
     bursts: int
+    late_first_tokens: int
     span_ratio_p50: float | None
     span_ratio_p05: float | None
 
@@ -142,6 +162,7 @@ def run_stream(checks: Iterable[StreamCheck]) -> RunStream:
         distorted=sum(check.distorted for check in checked),
         stalled=sum(check.stalled for check in checked),
         bursts=sum(check.burst for check in checked),
+        late_first_tokens=sum(check.late_first_token for check in checked),
         span_ratio_p50=stats.percentile(ratios, 50),
         span_ratio_p05=stats.percentile(ratios, 5),
     )

@@ -34,11 +34,12 @@ def _command(*args, **options) -> tuple[int, str]:
 @pytest.mark.parametrize(
     ("text", "arm", "allowed", "metric", "levels_in", "levels_out"),
     [
-        ("n-gram k=4 faster at concurrency <= 8", "n-gram k=4", {"faster"}, "tpot", [1, 8], [9]),
+        # No metric named: the engine-timed TPOT, which the page's verdict grid opens on.
+        ("n-gram k=4 faster at concurrency <= 8", "n-gram k=4", {"faster"}, "server_tpot", [1, 8], [9]),
         ("draft k=3 is not slower on e2e", "draft k=3", {"faster", "equivalent", "inconclusive"}, "e2e", [1, 64], []),
-        ("A faster or equivalent at ≥ 4", "A", {"faster", "equivalent"}, "tpot", [4, 5], [3]),
+        ("A faster or equivalent at ≥ 4", "A", {"faster", "equivalent"}, "server_tpot", [4, 5], [3]),
         ("A slower on output_throughput at 16", "A", {"slower"}, "output_throughput", [16], [8]),
-        ("A Faster at concurrency > 2", "A", {"faster"}, "tpot", [3], [2]),
+        ("A Faster on tpot at concurrency > 2", "A", {"faster"}, "tpot", [3], [2]),
     ],
 )
 def test_expectations_read_arm_outcomes_metric_and_levels(text, arm, allowed, metric, levels_in, levels_out):

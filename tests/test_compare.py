@@ -54,10 +54,10 @@ def test_each_arm_keeps_the_speedup_over_its_own_baseline(logged_in_client, pair
         f"#{rerun.pk} draft k=3",
     ]
     metric, _, rows = page.speedup_tables[0]
-    assert metric == "tpot"
+    assert metric == "server_tpot"
     for level, estimates in rows:
         for arm, estimate in zip(page.speedup_arms, estimates, strict=True):
-            stored = SpeedupEstimate.objects.get(arm=arm.arm, concurrency=level, metric="tpot")
+            stored = SpeedupEstimate.objects.get(arm=arm.arm, concurrency=level, metric="server_tpot")
             assert (estimate.point, estimate.ci_low, estimate.ci_high) == (stored.point, stored.ci_low, stored.ci_high)
     # The same configuration has one colour in both experiments, and each experiment its own dash.
     ngram_first, _, ngram_rerun, _ = page.speedup_arms

@@ -201,8 +201,11 @@ def test_headline_breaks_a_tie_in_calls_by_the_geometric_mean():
 def test_the_page_shows_each_headline_in_verdict_words(logged_in_client):
     experiment = _experiment(name="with verdicts", status=Experiment.Status.FINISHED, concurrency_levels=[1, 4])
     arm = experiment.arms.get(position=1)
-    SpeedupEstimateFactory(arm=arm, concurrency=1, point=1.42, ci_low=1.3, ci_high=1.55, outcome="faster")
-    SpeedupEstimateFactory(arm=arm, concurrency=4, point=0.8, ci_low=0.7, ci_high=0.9, outcome="slower")
+    engine = SpeedupEstimate.Metric.SERVER_TPOT  # the headline's first metric, as the grid's
+    SpeedupEstimateFactory(
+        arm=arm, concurrency=1, metric=engine, point=1.42, ci_low=1.3, ci_high=1.55, outcome="faster"
+    )
+    SpeedupEstimateFactory(arm=arm, concurrency=4, metric=engine, point=0.8, ci_low=0.7, ci_high=0.9, outcome="slower")
     SpeedupEstimateFactory(
         arm=arm,
         concurrency=4,
@@ -216,7 +219,7 @@ def test_the_page_shows_each_headline_in_verdict_words(logged_in_client):
 
     text = _text(logged_in_client.get(URL).text)
 
-    assert "Best arm · TPOT speedup" in text
+    assert "Best arm · Engine-timed TPOT speedup" in text
     assert "n-gram k=4 at 1 ▲ faster 1.42× [1.30, 1.55] at 4 ▼ slower 0.80× [0.70, 0.90]" in text
     assert "verdicts when it finishes" in text
     e2e = _text(logged_in_client.get(URL, {"metric": "e2e"}).text)

@@ -255,12 +255,12 @@ def _run_fleet() -> Fleet:
                 _submit_capacity(owner),
                 # A draft model proposes at every step, so every category has acceptance to pool
                 # (an n-gram lookup can find nothing in a short prompt's output); every output
-                # runs to max_tokens, so every request has a TPOT whatever the host's numerics,
-                # and 64 tokens of them: a 16-token output of the tiny draft, all accepted, could
-                # reach the client whole in its first chunk (TPOT 0, so no ratio) on a quiet host.
+                # runs to max_tokens, so every request has a decode phase whatever the host's
+                # numerics. The breakdown's TPOT is the engine's, which a stream that reached the
+                # client merged cannot zero.
                 submit_through_api(
                     owner, name="uploaded on vllm", workload_kind="uploaded", uploaded_prompt_set=uploaded_set.pk,
-                    num_prompts=6, worker_queue="pool", ignore_eos=True, max_tokens=64,
+                    num_prompts=6, worker_queue="pool", ignore_eos=True, max_tokens=32,
                     arms=[{"method": "draft_model", "num_speculative_tokens": 2, "model": str(DRAFT)}],
                 ),
                 submit_through_api(

@@ -123,7 +123,7 @@ def test_sentence_with_one_block_or_no_measurement():
                       measured={1: Interval(2.0)})  # fmt: skip
     assert prediction.sentence("d", result) == (
         "d: at concurrency 1 predicted 2.04 (c = 0.100), measured 2.00 (one block: no interval to test against); "
-        "at concurrency 2 predicted 2.04 (c = 0.100), no measured TPOT speedup."
+        "at concurrency 2 predicted 2.04 (c = 0.100), no measured engine-timed TPOT speedup."
     )
 
 

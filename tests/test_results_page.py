@@ -222,14 +222,17 @@ def test_latency_and_throughput_tables_hold_the_stored_values(logged_in_client, 
     tables = _tables(_page(logged_in_client, finished))
     summaries = RunSummary.objects.filter(run__experiment=finished).select_related("run__arm")
 
-    latency = tables["table-latency"]
-    assert len(latency) == 1 + 3 * 2  # heading, 3 arms x 2 levels
-    for row in latency[1:]:
-        label, level, runs, *means = row
-        cell = [s for s in summaries if s.run.arm.label == label and s.run.concurrency == int(level)]
-        assert int(runs) == len(cell) == SEEDED_BLOCKS
-        expected = [statistics.fmean(getattr(s, column) for s in cell) for column in results.LATENCY_COLUMNS]
-        assert [float(m) for m in means] == pytest.approx(expected, rel=1e-12)
+    engine_columns = [column for column in results.LATENCY_COLUMNS if column.startswith("server_")]
+    client_columns = [column for column in results.LATENCY_COLUMNS if column not in engine_columns]
+    for table, columns in (("table-latency", client_columns), ("table-engine-latency", engine_columns)):
+        assert len(tables[table]) == 1 + 3 * 2  # heading, 3 arms x 2 levels
+        for row in tables[table][1:]:
+            label, level, runs, *means = row
+            cell = [s for s in summaries if s.run.arm.label == label and s.run.concurrency == int(level)]
+            assert int(runs) == len(cell) == SEEDED_BLOCKS
+            expected = [statistics.fmean(getattr(s, column) for s in cell) for column in columns]
+            assert [float(m) for m in means] == pytest.approx(expected, rel=1e-12)
+    assert len(engine_columns) == 3
 
     throughput = tables["table-throughput"]
     for label, level, _, output, requests, goodput, achieved, flag in throughput[1:]:
@@ -246,8 +249,8 @@ def test_the_stream_table_holds_each_runs_checks_and_flags_a_distorted_one(logge
     rows = tables["table-stream"][1:]
     assert len(rows) == 3 * 2 * SEEDED_BLOCKS  # arms x levels x blocks
     # The seeded streams kept pace with the engine: every request checked, none distorted.
-    for _label, _level, _block, checked, distorted, stalled, bursts, span_p50, _span_p05, flag in rows:
-        assert (checked, distorted, stalled, bursts, flag) == ("20", "0", "0", "0", "")
+    for _label, _level, _block, checked, distorted, late, stalled, bursts, span_p50, _span_p05, flag in rows:
+        assert (checked, distorted, late, stalled, bursts, flag) == ("20", "0", "0", "0", "0", "")
         assert float(span_p50) == pytest.approx(1.0)
 
     baseline = finished.runs.get(arm__label="baseline", concurrency=4, repetition=2)
@@ -255,8 +258,8 @@ def test_the_stream_table_holds_each_runs_checks_and_flags_a_distorted_one(logge
     experiment_analyse(experiment=finished)
     html = _page(logged_in_client, finished)
     flagged = [row for row in _tables(html)["table-stream"][1:] if row[-1]]
-    assert flagged == [["baseline", "4", "2", "20", "2", "0", "0", flagged[0][7], flagged[0][8], flagged[0][9]]]
-    assert "distorted: no client TPOT/TTFT verdict" in flagged[0][9]
+    assert flagged == [["baseline", "4", "2", "20", "2", "0", "0", "0", *flagged[0][8:]]]
+    assert "distorted: no client TPOT/TTFT verdict" in flagged[0][10]
     assert "did not reach the client as the engine made them" in html
     assert "more than 5% of its requests distorted" in html
 
@@ -337,7 +340,7 @@ def test_chart_data_carries_the_series_of_every_chart(logged_in_client, finished
     assert len(data["cells"]) == 6
     assert data["has_slos"]
     assert {s["metric"] for s in data["speedups"]} == {"server_tpot", "tpot", "e2e", "output_throughput"}
-    assert len(data["break_even"]) == 2 * 3
+    assert len(data["break_even"]) == 2 * 4  # speculative arms x verdict metrics
     stored = ExperimentAnalysis.objects.get(experiment=finished).series
     for key in ("tpot_cdf", "acceptance_length_cdf", "along_output", "predicted"):
         assert data[key] == stored[key]

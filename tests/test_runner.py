@@ -42,8 +42,10 @@ class Served:
 class FakeServer:
     served: Served
 
-    def __init__(self, args, *, log_path, env, start_timeout_s, pid_dir):
-        self.args, self.log_path, self.env = args, log_path, env
+    def __init__(self, args, *, log_path, env, start_timeout_s, pid_dir, placement):
+        self.args, self.log_path, self.env, self.placement = args, log_path, env, placement
+        # What VllmServer.placed holds once the placement is applied to a healthy server.
+        self.placed = {}
         self.run_ids: list[int] = []
         self.loads: list[dict] = []
         self.running = False
@@ -54,6 +56,9 @@ class FakeServer:
         if self.served.fail_when and self.served.fail_when(self.log_path.name):
             raise ServerStartError("vLLM server exited with code 1 before it became healthy", "CUDA out of nowhere")
         self.running = True
+        if self.placement is not None:
+            front, engine_core = self.placement.cores()
+            self.placed = {"api_server": sorted(front), "engine_core": sorted(engine_core)}
         return self
 
     def __exit__(self, *exc_info):
@@ -268,10 +273,13 @@ def test_cpu_hosts_bind_the_engine_and_pin_the_client_while_measuring(served, ce
         assert all(load["cores"] == {cores[0]} for load in server.loads)
     assert os.sched_getaffinity(0) == before
     snapshot = EnvironmentSnapshot.objects.filter(run__experiment=experiment).first()
+    # The API server on the client's core, the busy-waiting engine core with the engine's threads.
+    assert all(server.placement.mode == "split" for server in served.servers)
     assert snapshot.cpu_binding == {
         "engine_cores": engine,
         "client_cores": [cores[0]],
         "env": {"VLLM_CPU_OMP_THREADS_BIND": engine},
+        "placement": {"api_server": [cores[0]], "engine_core": cores[1:]},
     }
 
 

@@ -25,6 +25,7 @@ def test_a_clean_stream_is_not_distorted():
     assert check.span_ratio == pytest.approx(1.0)  # (60 - 20) / 40
     assert check.longest_wait_steps == pytest.approx(1.0)  # every gap is one 4 ms step
     assert check.first_token_lag_ms == pytest.approx(2.0)  # 20 - 1 - 17
+    assert check.first_token_lag_steps == pytest.approx(0.5)
     assert not check.distorted
     assert not check.stalled
     assert not check.burst
@@ -38,22 +39,43 @@ def test_a_burst_at_the_end_is_distorted():
     assert check.distorted
     # The first token waited 173.9 - 15.5 = 158.4 ms beyond the engine's account: 158.4 / (156 / 47) steps.
     assert check.first_token_lag_ms == pytest.approx(158.4)
-    assert check.longest_wait_steps == pytest.approx(158.4 / (156.0 / 47))
+    assert check.first_token_lag_steps == pytest.approx(158.4 / (156.0 / 47))
+    assert check.longest_wait_steps == check.first_token_lag_steps
     assert check.stalled
+    assert check.late_first_token
 
 
-def test_a_stall_in_the_middle_is_distorted_though_the_span_is_right():
+def test_a_stall_in_the_middle_is_counted_but_bends_neither_tpot_nor_ttft():
     # 15 tokens at 3.4 ms a step, nothing for 110 ms, then the other 33 at once: the span
-    # (47.6 + 110 = 157.6 ms from the first chunk) matches the engine's 156 ms, the wait does not.
+    # (47.6 + 110 = 157.6 ms from the first chunk) matches the engine's 156 ms, so the TPOT is
+    # right; the first token was on time, so the TTFT is too. Only the wait is off.
     first = [10.0 + 3.4 * i for i in range(15)]
     times = first + [first[-1] + 110.0] * 33
-    check = sf.request_check(_timing(times, decode=156.0))
+    check = sf.request_check(_timing(times, decode=156.0, queue=1.0, ttft=7.0))
     assert check.span_ratio == pytest.approx((first[-1] + 110.0 - 10.0) / 156.0)
     assert not check.span_off
     assert check.longest_wait_steps == pytest.approx(110.0 / (156.0 / 47))  # 33.1 steps
     assert check.stalled
-    assert check.distorted
-    assert check.first_token_lag_ms is None  # no engine TTFT or queue time given
+    assert not check.late_first_token
+    assert not check.distorted
+
+
+def test_a_late_first_token_with_the_stream_on_time_is_counted_not_distorted():
+    # The engine made the first token at 1 + 7 = 8 ms; it reached the client at 40, then the
+    # stream kept pace: 32 ms is 8 steps of 4 ms beyond the engine's account, taken before the
+    # stream started (the front end taking the request in), so the span is whole.
+    times = [40.0 + 4.0 * i for i in range(11)]
+    check = sf.request_check(_timing(times, decode=40.0, queue=1.0, ttft=7.0))
+    assert not check.span_off
+    assert check.first_token_lag_steps == pytest.approx(8.0)
+    assert check.late_first_token
+    assert not check.distorted
+    # Held back with the chunks behind it instead, the first chunk comes with the next three at
+    # 52 ms: the span is 12 ms short of the engine's 40 (0.7, off by more than 10 % + 1 step of 10).
+    held = [52.0] * 4 + times[4:]
+    assert sf.request_check(_timing(held, decode=40.0, queue=1.0, ttft=7.0)).distorted
+    # Without the engine's queue and first-token times the lag cannot be told.
+    assert sf.request_check(_timing(times, decode=40.0)).first_token_lag_steps is None
 
 
 def test_the_span_tolerance_allows_one_engine_step_more():
@@ -88,11 +110,14 @@ def test_what_cannot_be_checked():
 
 
 def test_run_stream_counts_and_flags_above_five_percent():
-    clean = StreamCheck(1.0, 1.0, 1.0, 10)
-    burst = StreamCheck(0.0, 40.0, 150.0, 10)
-    stall = StreamCheck(1.0, 9.0, None, 10)
-    summary = sf.run_stream([clean] * 17 + [burst, stall] + [StreamCheck()])
-    assert (summary.checked, summary.distorted, summary.stalled, summary.bursts) == (19, 2, 2, 1)
+    clean = StreamCheck(1.0, 1.0, 1.0, 0.25, 10)
+    burst = StreamCheck(0.0, 40.0, 160.0, 40.0, 10)  # late first token too
+    stall = StreamCheck(1.0, 9.0, 1.0, 0.25, 10)  # between chunks: not distorted
+    late = StreamCheck(1.0, 6.0, 24.0, 6.0, 10)  # taken in late, then on time: not distorted
+    off = StreamCheck(0.7, 2.0, 1.0, 0.25, 10)  # off by 30 %, more than 10 % + 1 step of 10
+    summary = sf.run_stream([clean] * 15 + [burst, stall, late, off] + [StreamCheck()])
+    assert (summary.checked, summary.distorted, summary.stalled, summary.bursts) == (19, 2, 3, 1)
+    assert summary.late_first_tokens == 2
     assert summary.span_ratio_p50 == 1.0
     assert summary.distorted_share == pytest.approx(2 / 19)
     assert summary.flagged

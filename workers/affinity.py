@@ -6,8 +6,19 @@ development machine, separating them raised the throughput by 40-55% and halved 
 spread between two starts of the same server (DESIGN.md, "Facts checked"). The rule here: the client
 gets the first usable core, the engine's threads the rest, through
 `VLLM_CPU_OMP_THREADS_BIND` (a list such as "1-3,5"). `VLLM_CPU_NUM_OF_RESERVED_CPU`
-only matters for vLLM's `auto` binding, so it is not set. vLLM's API server and engine
-core process are not bound by that variable; they keep the worker's own affinity.
+only matters for vLLM's `auto` binding, so it is not set.
+
+That variable binds the engine's worker only. vLLM's CPU server has two more processes: the
+API server, which streams the responses, and the engine core, the scheduler, which after
+each step busy-waits (sched_yield, for a second) on the worker's shared-memory queue. Left
+where the worker was, the engine core lands on the client's core in some server starts; its
+spinning then starves the client (and the API server, where it lands beside it), chunks
+queue up and reach the client in bursts: with the 1-layer demo draft served alone, 44-46 %
+of the requests stalled and 9-11 of 64 at concurrency 1 received their decode in one burst,
+against 4 % and none with the engine core on the engine's core (docs/metrics.md, "Stream
+fidelity"). So once the server is healthy, ServerPlacement binds the API server to the
+client's cores and the engine core to the engine's ("split"); the other placements are there
+for the check scripts to compare.
 
 Plain module: no Django.
 """
@@ -18,6 +29,8 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from workers.vllm_server import group_pids
 
 OMP_BIND_VAR = "VLLM_CPU_OMP_THREADS_BIND"
 
@@ -123,19 +136,6 @@ class ServerPlacement:
                 bind_process(pid, cores)
                 placed["api_server" if pid == leader_pid else "engine_core"] = sorted(cores)
         return placed
-
-
-def group_pids(pgid: int) -> list[int]:
-    """The live processes of a process group."""
-    pids = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid:
-            pids.append(int(stat.parent.name))
-    return sorted(pids)
 
 
 def process_name(pid: int) -> str:

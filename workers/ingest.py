@@ -116,6 +116,7 @@ def stream_fields(checks: list[stream_fidelity.StreamCheck]) -> dict:
         "stream_distorted": summary.distorted,
         "stream_stalled": summary.stalled,
         "stream_bursts": summary.bursts,
+        "stream_late_first_tokens": summary.late_first_tokens,
         "stream_span_ratio_p50": summary.span_ratio_p50,
         "stream_span_ratio_p05": summary.span_ratio_p05,
     }

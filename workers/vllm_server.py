@@ -321,18 +321,27 @@ class VllmServer:
         return "\n".join([first, "[...]", *tail] if first else tail)
 
 
-def _group_runs_vllm(pgid: int) -> bool:
-    """Whether any live process of the group is a vLLM process (not a reused group id)."""
+def group_pids(pgid: int) -> list[int]:
+    """The live processes of a process group, from /proc."""
+    pids = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
-            if int(fields[2]) != pgid:
-                continue
-            cmdline = (stat.parent / "cmdline").read_bytes()
+            if int(fields[2]) == pgid:
+                pids.append(int(stat.parent.name))
         except (OSError, IndexError, ValueError):
             continue
-        if b"vllm" in cmdline.lower():
-            return True
+    return sorted(pids)
+
+
+def _group_runs_vllm(pgid: int) -> bool:
+    """Whether any live process of the group is a vLLM process (not a reused group id)."""
+    for pid in group_pids(pgid):
+        try:
+            if b"vllm" in Path(f"/proc/{pid}/cmdline").read_bytes().lower():
+                return True
+        except OSError:
+            continue
     return False
 
 

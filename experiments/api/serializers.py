@@ -267,6 +267,9 @@ class StreamRunSerializer(serializers.Serializer):
         allow_null=True, help_text=f"Checked requests that waited over {STALL} engine steps."
     )
     bursts = serializers.IntegerField(allow_null=True, help_text="Checked requests whose decode arrived at once.")
+    late_first_tokens = serializers.IntegerField(
+        allow_null=True, help_text=f"Checked requests whose first token came over {STALL} engine steps late."
+    )
     span_ratio_p50 = serializers.FloatField(allow_null=True, help_text="Median client / engine decode span.")
     span_ratio_p05 = serializers.FloatField(allow_null=True, help_text="5th percentile of the same ratio.")
     flagged = serializers.BooleanField(
