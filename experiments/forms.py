@@ -2,16 +2,15 @@
 
 import os
 import re
-import unicodedata
 
 from django import forms
 from django.conf import settings
 from django.contrib.auth.models import Group
 
-from experiments import limits, teams, worker_queues, workloads
+from experiments import limits, teams, text_rules, worker_queues, workloads
 from experiments.input_lengths import parse_length_distribution
 from experiments.model_paths import model_path_refusal
-from experiments.models import MAX_TENSOR_PARALLEL_SIZE, Arm, Experiment, UploadedPromptSet
+from experiments.models import MAX_SPECULATIVE_TOKENS, MAX_TENSOR_PARALLEL_SIZE, Arm, Experiment, UploadedPromptSet
 from experiments.services import REPLICATE_LABEL, ArmSpec, arm_default_label
 
 MAX_CONCURRENCY = 1024
@@ -59,24 +58,20 @@ MAX_DESCRIPTION_CHARS = 10_000
 MAX_ARRIVAL_SPAN_S = 3600
 # Characters that make text read differently from what it is: direction overrides and
 # isolates (a name shown backwards), and other invisible format or control characters.
-LINE_BREAKS = "\n\r\t"
+LINE_BREAKS = text_rules.LINE_BREAKS
 
 
 def reject_markup(value: str) -> str:
-    if "<" in value or ">" in value:
+    if text_rules.has_markup(value):
         raise forms.ValidationError("Must not contain < or >.")
     return value
 
 
 def reject_controls(value: str, allowed: str = "") -> str:
-    """Refuse invisible control and format characters (Unicode Cc and Cf: bidi overrides,
-    zero-width characters), which would make a name or label show something else."""
-    for char in value:
-        if char not in allowed and unicodedata.category(char) in ("Cc", "Cf"):
-            raise forms.ValidationError(
-                f"Must not contain invisible control characters (found U+{ord(char):04X} "
-                f"{unicodedata.name(char, 'control character')})."
-            )
+    """Refuse invisible control and format characters (experiments/text_rules.py)."""
+    found = text_rules.control_char(value, allowed)
+    if found:
+        raise forms.ValidationError(f"Must not contain invisible control characters (found {found}).")
     return value
 
 
@@ -631,7 +626,7 @@ class ArmForm(forms.Form):
     """One speculative arm. Only the fields its method uses end up in the ArmSpec."""
 
     method = forms.ChoiceField(choices=SPECULATIVE_METHODS, initial=Arm.Method.NGRAM)
-    num_speculative_tokens = forms.IntegerField(min_value=1, max_value=16, initial=4, label="k")
+    num_speculative_tokens = forms.IntegerField(min_value=1, max_value=MAX_SPECULATIVE_TOKENS, initial=4, label="k")
     prompt_lookup_min = forms.IntegerField(min_value=1, max_value=64, initial=2, required=False, label="Lookup min")
     prompt_lookup_max = forms.IntegerField(min_value=1, max_value=64, initial=4, required=False, label="Lookup max")
     model = forms.CharField(max_length=500, required=False, label="Draft / head path")

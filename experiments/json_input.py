@@ -1,32 +1,92 @@
-"""JSON from users' files, read by the rules both upload readers share (prompt sets in
-experiments/prompt_uploads.py, benchmark result files in experiments/bench_files.py).
-Free of Django."""
+"""JSON from users, read by one set of rules at every door: benchmark result files
+(experiments/bench_files.py), prompt sets (experiments/prompt_uploads.py), a speculative
+config inside an imported file (experiments/imports.py) and the API's request bodies
+(experiments/api/parsers.py). Free of Django.
+
+Refused before or while parsing, with a JSONDecodeError that says where:
+- nesting deeper than MAX_DEPTH (Python's parser recurses, and 100,000 brackets would end in
+  a RecursionError);
+- NaN and Infinity, which are not JSON and which PostgreSQL's jsonb refuses.
+After parsing, `problem` names what no column can store: U+0000 and lone surrogates.
+"""
 
 import json
+import re
+
+MAX_DEPTH = 64
+# A JSON string literal, escapes included: removed before counting brackets, which do not nest there.
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+class _Constant(ValueError):
+    """NaN or Infinity met by the parser, which does not say where."""
 
 
 def _refuse_constant(constant: str):
-    raise json.JSONDecodeError(f"{constant} is not a number JSON allows", constant, 0)
+    raise _Constant(constant)
+
+
+def _outside_strings(text: str) -> str:
+    """`text` with every string literal blanked out, so that offsets stay where they were."""
+    return _STRING.sub(lambda match: " " * len(match.group()), text)
+
+
+def too_deep_at(text: str, limit: int = MAX_DEPTH) -> int | None:
+    """The offset where arrays and objects in `text` first nest deeper than `limit`, or None;
+    brackets inside strings do not count. Malformed text is left to the parser."""
+    depth = 0
+    for match in _BRACKET.finditer(_outside_strings(text)):
+        depth += 1 if match.group() in "[{" else -1
+        if depth > limit:
+            return match.start()
+    return None
 
 
 def loads(text: str):
-    """json.loads without NaN and Infinity, which are not JSON and which PostgreSQL's jsonb refuses.
+    """json.loads after refusing nesting deeper than MAX_DEPTH, and without NaN and Infinity.
     Raises json.JSONDecodeError, or ValueError (e.g. an integer of more than 4,300 digits)."""
-    return json.loads(text, parse_constant=_refuse_constant)
+    where = too_deep_at(text)
+    if where is not None:
+        raise json.JSONDecodeError(f"nested deeper than {MAX_DEPTH} arrays or objects", text, where)
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except _Constant as constant:
+        at = _outside_strings(text).find(str(constant))
+        raise json.JSONDecodeError(f"{constant} is not a number JSON allows", text, max(at, 0)) from None
 
 
-def has_nul(value) -> bool:
-    """Whether a string in a decoded JSON value (a key or a value, at any depth) holds U+0000:
-    valid JSON ("\\u0000"), but PostgreSQL stores it in neither text nor jsonb."""
+def _strings(value):
+    """Every string in a decoded JSON value, keys included, at any depth."""
     pending = [value]
     while pending:
         item = pending.pop()
         if isinstance(item, str):
-            if "\x00" in item:
-                return True
+            yield item
         elif isinstance(item, list):
             pending.extend(item)
         elif isinstance(item, dict):
             pending.extend(item.keys())
             pending.extend(item.values())
-    return False
+
+
+def text_problem(text: str) -> str | None:
+    """What in a text no column can store, or None: U+0000 (valid JSON as "\\u0000", stored
+    by PostgreSQL in neither text nor jsonb) and a lone surrogate (half of a UTF-16 pair,
+    which has no UTF-8 form)."""
+    if "\x00" in text:
+        return "a NUL character (\\u0000)"
+    surrogate = next((char for char in text if "\ud800" <= char <= "\udfff"), None)
+    if surrogate is not None:
+        return f"a lone surrogate (\\u{ord(surrogate):04x}, half of a UTF-16 pair)"
+    return None
+
+
+def problem(value) -> str | None:
+    """text_problem of the first string in a decoded JSON value that has one, or None."""
+    return next(filter(None, map(text_problem, _strings(value))), None)
+
+
+def has_nul(value) -> bool:
+    """Whether a string in a decoded JSON value (a key or a value, at any depth) holds U+0000."""
+    return any("\x00" in text for text in _strings(value))

@@ -13,6 +13,8 @@ from experiments.teams import visible_q
 
 # The most GPUs one server may span: a node of eight.
 MAX_TENSOR_PARALLEL_SIZE = 8
+# The longest draft an arm may ask for (k), in the form, the API, imports and the database.
+MAX_SPECULATIVE_TOKENS = 16
 
 
 class IllegalTransition(Exception):
@@ -347,7 +349,7 @@ class Arm(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(method="baseline", num_speculative_tokens__isnull=True)
-                | (~Q(method="baseline") & Q(num_speculative_tokens__gte=1, num_speculative_tokens__lte=16)),
+                | (~Q(method="baseline") & Q(num_speculative_tokens__gte=1, num_speculative_tokens__lte=MAX_SPECULATIVE_TOKENS)),
                 name="arm_k_matches_method",
             ),
         ]
