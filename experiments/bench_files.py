@@ -11,11 +11,16 @@ import json
 import math
 from dataclasses import dataclass, field
 
-from experiments import json_input
+from experiments import json_input, text_rules
+from experiments.limits import MAX_SPECULATIVE_TOKENS
 
 MAX_FILE_BYTES = 8 * 1024 * 1024
 MAX_FILES = 64
 MAX_REQUESTS = 100_000
+MAX_LABEL_CHARS = 100  # Arm.label
+# The largest value of the columns a file's counts go to (PostgreSQL's integer and bigint).
+COUNT_MAX = 2**31 - 1
+BIG_COUNT_MAX = 2**63 - 1
 
 WHAT_AN_IMPORT_LACKS = (
     "Imported from vllm bench serve result files: a summary per run, not specdash's measurements.",
@@ -33,27 +38,28 @@ WHAT_AN_IMPORT_LACKS = (
     "(p99 by default); a p90 is shown only where the file has one.",
 )
 
-# Key → JSON type the file must give it, for the keys specdash reads.
+# Key → JSON type the file must give it, for the keys specdash reads: a "count" is an integer
+# from 0 to COUNT_MAX, a "big count" one to BIG_COUNT_MAX (the columns they are stored in).
 REQUIRED = {
     "duration": "number",
-    "completed": "integer",
-    "total_input_tokens": "integer",
-    "total_output_tokens": "integer",
+    "completed": "count",
+    "total_input_tokens": "big count",
+    "total_output_tokens": "big count",
     "request_throughput": "number",
     "output_throughput": "number",
-    "max_concurrency": "integer",
+    "max_concurrency": "count",
 }
 OPTIONAL = {
-    "failed": "integer",
+    "failed": "count",
     "date": "text",
     "label": "text",
     "model_id": "text",
     "backend": "text",
-    "num_prompts": "integer",
+    "num_prompts": "count",
     "request_goodput": "number",
-    "spec_decode_num_drafts": "integer",
-    "spec_decode_draft_tokens": "integer",
-    "spec_decode_accepted_tokens": "integer",
+    "spec_decode_num_drafts": "big count",
+    "spec_decode_draft_tokens": "big count",
+    "spec_decode_accepted_tokens": "big count",
     "spec_decode_acceptance_rate": "number",
     "spec_decode_acceptance_length": "number",
     "spec_decode_per_position_acceptance_rates": "list of numbers",
@@ -62,8 +68,8 @@ OPTIONAL = {
 LATENCIES = ("ttft", "tpot", "itl", "e2el")
 STATISTICS = ("mean", "median", "std", "p90", "p99")
 DETAILED = {
-    "input_lens": "integer",
-    "output_lens": "integer",
+    "input_lens": "count",
+    "output_lens": "count",
     "ttfts": "number",
     "latencies": "number",
     "errors": "text",
@@ -117,9 +123,19 @@ class BenchFile:
         return [round(rate * drafts) for rate in rates]
 
 
+KIND_NAMES = {
+    "count": f"whole number from 0 to {COUNT_MAX:,}",
+    "big count": f"whole number from 0 to {BIG_COUNT_MAX:,}",
+    "number": "finite number",
+    "text": "text",
+    "list of numbers": "list of finite numbers",
+}
+
+
 def _is(value, kind: str) -> bool:
-    if kind == "integer":
-        return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    if kind in ("count", "big count"):
+        top = COUNT_MAX if kind == "count" else BIG_COUNT_MAX
+        return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= top
     if kind == "number":
         return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
     if kind == "text":
@@ -146,8 +162,9 @@ def _decode(name: str, data: bytes) -> dict:
         raise BenchFileRefused(f"{name}: not valid JSON: {error}.") from None
     if not isinstance(content, dict):
         raise BenchFileRefused(f"{name}: a result file is a JSON object, not a {type(content).__name__}.")
-    if json_input.has_nul(content):
-        raise BenchFileRefused(f"{name}: a NUL character (\\u0000) in a text, which cannot be stored.")
+    problem = json_input.problem(content)
+    if problem:
+        raise BenchFileRefused(f"{name}: {problem} in a text, which cannot be stored.")
     return content
 
 
@@ -155,8 +172,21 @@ def _typed(name: str, content: dict, key: str, kind: str):
     value = content[key]
     if not _is(value, kind):
         shown = json.dumps(value)[:40]
-        raise BenchFileRefused(f"{name}: “{key}” must be a non-negative {kind}, not {shown}.")
+        raise BenchFileRefused(f"{name}: “{key}” must be a {KIND_NAMES[kind]}, not {shown}.")
     return value
+
+
+def _checked_label(name: str, label: str) -> str:
+    """A label becomes an arm's label: the form's rules for one apply."""
+    label = label.strip()
+    if len(label) > MAX_LABEL_CHARS:
+        raise BenchFileRefused(
+            f"{name}: the label has {len(label)} characters, more than the {MAX_LABEL_CHARS} allowed."
+        )
+    problem = text_rules.name_problem(label)
+    if problem:
+        raise BenchFileRefused(f"{name}: the label holds {problem}, which an arm's label must not.")
+    return label
 
 
 def _values(name: str, content: dict) -> dict:
@@ -181,6 +211,17 @@ def _values(name: str, content: dict) -> dict:
         raise BenchFileRefused(f"{name}: max_concurrency must be at least 1 (got {values['max_concurrency']}).")
     if values["duration"] <= 0:
         raise BenchFileRefused(f"{name}: duration must be greater than 0 (got {values['duration']}).")
+    per_request = values["total_output_tokens"] / max(values["completed"], 1)
+    if per_request > COUNT_MAX:
+        raise BenchFileRefused(
+            f"{name}: {per_request:,.0f} output tokens a request, more than the {COUNT_MAX:,} allowed."
+        )
+    rates = values.get("spec_decode_per_position_acceptance_rates") or []
+    if len(rates) > MAX_SPECULATIVE_TOKENS:
+        raise BenchFileRefused(
+            f"{name}: acceptance rates for {len(rates)} draft positions; an arm drafts at most "
+            f"{MAX_SPECULATIVE_TOKENS} tokens a step."
+        )
     return values
 
 
@@ -209,7 +250,7 @@ def _request(name: str, index: int, columns: dict) -> BenchRequest:
     for key, kind in DETAILED.items():
         wanted = "text" if key == "errors" else kind
         if row[key] is not None and not _is(row[key], wanted):
-            raise BenchFileRefused(f"{name}: request {index}: “{key}” must be a non-negative {wanted}.")
+            raise BenchFileRefused(f"{name}: request {index}: “{key}” must be a {KIND_NAMES[wanted]}.")
     ttft, latency = row["ttfts"], row["latencies"]
     return BenchRequest(
         input_tokens=row["input_lens"] or 0,
@@ -227,7 +268,7 @@ def bench_file_read(name: str, data: bytes) -> BenchFile:
     return BenchFile(
         name=name,
         level=values["max_concurrency"],
-        label=values.get("label", "").strip(),
+        label=_checked_label(name, values.get("label", "")),
         date=values.get("date", ""),
         model_id=values.get("model_id", ""),
         values=values,

@@ -9,8 +9,9 @@ from django.contrib.auth.models import Group
 
 from experiments import limits, teams, text_rules, worker_queues, workloads
 from experiments.input_lengths import parse_length_distribution
+from experiments.limits import MAX_LOOKUP, MAX_SPECULATIVE_TOKENS
 from experiments.model_paths import model_path_refusal
-from experiments.models import MAX_SPECULATIVE_TOKENS, MAX_TENSOR_PARALLEL_SIZE, Arm, Experiment, UploadedPromptSet
+from experiments.models import MAX_TENSOR_PARALLEL_SIZE, Arm, Experiment, UploadedPromptSet
 from experiments.services import REPLICATE_LABEL, ArmSpec, arm_default_label
 
 MAX_CONCURRENCY = 1024
@@ -627,8 +628,12 @@ class ArmForm(forms.Form):
 
     method = forms.ChoiceField(choices=SPECULATIVE_METHODS, initial=Arm.Method.NGRAM)
     num_speculative_tokens = forms.IntegerField(min_value=1, max_value=MAX_SPECULATIVE_TOKENS, initial=4, label="k")
-    prompt_lookup_min = forms.IntegerField(min_value=1, max_value=64, initial=2, required=False, label="Lookup min")
-    prompt_lookup_max = forms.IntegerField(min_value=1, max_value=64, initial=4, required=False, label="Lookup max")
+    prompt_lookup_min = forms.IntegerField(
+        min_value=1, max_value=MAX_LOOKUP, initial=2, required=False, label="Lookup min"
+    )
+    prompt_lookup_max = forms.IntegerField(
+        min_value=1, max_value=MAX_LOOKUP, initial=4, required=False, label="Lookup max"
+    )
     model = forms.CharField(max_length=500, required=False, label="Draft / head path")
     synthetic_sweep = forms.CharField(
         max_length=200,

@@ -3,6 +3,7 @@ the URL so that a page can be shared. Validation only: a value that is not allow
 reported on the page, never dropped in silence."""
 
 import re
+from datetime import date
 
 from django import forms
 
@@ -108,6 +109,9 @@ class HistoryFilterForm(forms.Form):
         since, until = cleaned.get("since"), cleaned.get("until")
         if since and until and since > until:
             self.add_error("until", f"The range ends ({until}) before it starts ({since}).")
+        if until and until >= date.max:
+            # The list reads "until" as up to the start of the next day, which date.max has not.
+            self.add_error("until", f"Give a date before {date.max}.")
         return cleaned
 
     def query(self, *, user) -> HistoryQuery:

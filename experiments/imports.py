@@ -21,9 +21,11 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
-from experiments import teams
+from experiments import json_input, teams, text_rules
 from experiments.analysis import experiment_analyse
 from experiments.bench_files import BenchFile, BenchFileRefused
+from experiments.limits import MAX_LOOKUP, MAX_SPECULATIVE_TOKENS
+from experiments.model_paths import model_path_refusal
 from experiments.models import Arm, Experiment, RequestRecord, Run, RunSummary
 
 logger = logging.getLogger(__name__)
@@ -55,17 +57,62 @@ def _arm_label(file: BenchFile) -> str:
     return f"speculative k={file.k}" if file.is_speculative else BASELINE
 
 
+def _config_problem(config) -> str | None:
+    """What makes a decoded speculative config one specdash does not run, or None. The keys
+    are the ones the experiment form sets (Arm.PARAM_KEYS: every other vLLM key, such as
+    trust_remote_code, is refused), with the form's bounds, and a path passes the installation's
+    model rule (experiments/model_paths.py) as one typed into the form does."""
+    if not isinstance(config, dict):
+        return "it is not a JSON object"
+    problem = json_input.problem(config)
+    if problem:
+        return f"it holds {problem}"
+    method, k = config.get("method"), config.get("num_speculative_tokens")
+    if method not in Arm.PARAM_KEYS:
+        return f"its method must be one of {', '.join(Arm.PARAM_KEYS)}, not {json.dumps(method)[:40]}"
+    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_SPECULATIVE_TOKENS:
+        return f"its num_speculative_tokens must be a whole number from 1 to {MAX_SPECULATIVE_TOKENS}"
+    params = {key: value for key, value in config.items() if key not in ("method", "num_speculative_tokens")}
+    unknown = sorted(set(params) - set(Arm.PARAM_KEYS[method]))
+    if unknown:
+        return f"specdash does not pass {', '.join(unknown)} to vLLM for {method} (it sets {_keys(method)})"
+    return _params_problem(method, params)
+
+
+def _keys(method: str) -> str:
+    return ", ".join(("method", "num_speculative_tokens", *Arm.PARAM_KEYS[method]))
+
+
+def _params_problem(method: str, params: dict) -> str | None:
+    missing = [key for key in Arm.PARAM_KEYS[method] if key not in params]
+    if missing:
+        return f"{method} needs {', '.join(missing)}"
+    if method == Arm.Method.NGRAM:
+        low, high = params["prompt_lookup_min"], params["prompt_lookup_max"]
+        if not all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_LOOKUP for v in (low, high)):
+            return f"prompt_lookup_min and prompt_lookup_max must be whole numbers from 1 to {MAX_LOOKUP}"
+        return f"prompt_lookup_min ({low}) exceeds prompt_lookup_max ({high})" if low > high else None
+    if "model" in params:
+        model = params["model"]
+        if not isinstance(model, str) or not model.strip() or text_rules.control_char(model):
+            return "its model must be a path without control characters"
+        refusal = model_path_refusal(model)
+        return f"its model {model[:80]!r}: {refusal}" if refusal else None
+    return None
+
+
 def _from_config(label: str, files: list[BenchFile], text: str) -> tuple[str, int, dict]:
     try:
-        config = json.loads(text)
-        method, k = Arm.Method(config.pop("method")), int(config.pop("num_speculative_tokens"))
-    except (ValueError, KeyError, TypeError, AttributeError):
+        config = json_input.loads(text)
+    except ValueError as error:  # json.JSONDecodeError included
+        config, problem = None, f"it is not valid JSON ({error})"
+    else:
+        problem = _config_problem(config)
+    if problem:
         names = ", ".join(f.name for f in files)
-        raise BenchFileRefused(
-            f"{names}: speculative_config {text[:80]!r} is not a speculative config specdash knows (a JSON object "
-            f"with a method among {', '.join(Arm.Method.values[1:])} and num_speculative_tokens)."
-        ) from None
-    return method, k, config
+        raise BenchFileRefused(f"{names}: speculative_config {text[:80]!r} cannot be imported: {problem}.")
+    params = {key: value for key, value in config.items() if key not in ("method", "num_speculative_tokens")}
+    return config["method"], config["num_speculative_tokens"], params
 
 
 def _method(label: str, files: list[BenchFile]) -> tuple[str, int | None, dict]:

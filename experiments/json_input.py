@@ -85,8 +85,3 @@ def text_problem(text: str) -> str | None:
 def problem(value) -> str | None:
     """text_problem of the first string in a decoded JSON value that has one, or None."""
     return next(filter(None, map(text_problem, _strings(value))), None)
-
-
-def has_nul(value) -> bool:
-    """Whether a string in a decoded JSON value (a key or a value, at any depth) holds U+0000."""
-    return any("\x00" in text for text in _strings(value))

@@ -10,6 +10,11 @@ Free of Django models: the form and the worker both use it.
 import math
 from dataclasses import dataclass
 
+# The longest draft an arm may ask for (k): the form, the API, imports and the database's check.
+MAX_SPECULATIVE_TOKENS = 16
+# The longest n-gram an n-gram arm looks up (prompt_lookup_min and _max).
+MAX_LOOKUP = 64
+
 # Start-up, warm-up connection set-up and the two /metrics reads of a run.
 RUN_BASE_S = 120.0
 

@@ -9,12 +9,11 @@ from django.db.models import Q
 
 from experiments import stream_fidelity
 from experiments.fields import PackedArrayField
+from experiments.limits import MAX_SPECULATIVE_TOKENS
 from experiments.teams import visible_q
 
 # The most GPUs one server may span: a node of eight.
 MAX_TENSOR_PARALLEL_SIZE = 8
-# The longest draft an arm may ask for (k), in the form, the API, imports and the database.
-MAX_SPECULATIVE_TOKENS = 16
 
 
 class IllegalTransition(Exception):
@@ -349,7 +348,10 @@ class Arm(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(method="baseline", num_speculative_tokens__isnull=True)
-                | (~Q(method="baseline") & Q(num_speculative_tokens__gte=1, num_speculative_tokens__lte=MAX_SPECULATIVE_TOKENS)),
+                | (
+                    ~Q(method="baseline")
+                    & Q(num_speculative_tokens__gte=1, num_speculative_tokens__lte=MAX_SPECULATIVE_TOKENS)
+                ),
                 name="arm_k_matches_method",
             ),
         ]
@@ -365,6 +367,19 @@ class Arm(models.Model):
     @property
     def is_speculative(self) -> bool:
         return self.method != self.Method.BASELINE
+
+    # The keys of vLLM's --speculative-config that specdash sets for each method, beside method
+    # and num_speculative_tokens: the experiment form's fields (experiments/forms.py), and all an
+    # imported config may carry (experiments/imports.py). tests/test_vllm_config_keys.py checks
+    # them against the installed vLLM's SpeculativeConfig.
+    PARAM_KEYS = {
+        Method.NGRAM: ("prompt_lookup_min", "prompt_lookup_max"),
+        Method.DRAFT_MODEL: ("model",),
+        Method.EAGLE: ("model",),
+        Method.EAGLE3: ("model",),
+        Method.MTP: (),
+        Method.SUFFIX: (),
+    }
 
     def speculative_config(self) -> dict | None:
         """The JSON vLLM takes as --speculative-config, or None for plain decoding."""

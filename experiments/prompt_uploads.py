@@ -15,7 +15,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass
 
-from experiments import json_input
+from experiments import json_input, text_rules
 
 MAX_FILE_BYTES = 5 * 1024 * 1024
 MAX_PROMPTS = 10_000
@@ -98,8 +98,9 @@ def _load(where: str, text: str):
         raise PromptFileRefused(f"{where}: not valid JSON ({error.msg}, column {error.colno}).") from None
     except ValueError as error:  # e.g. an integer of more than 4,300 digits
         raise PromptFileRefused(f"{where}: not valid JSON ({error}).") from None
-    if json_input.has_nul(value):
-        raise PromptFileRefused(f"{where}: a NUL character (\\u0000) in the text, which cannot be stored.")
+    problem = json_input.problem(value)
+    if problem:
+        raise PromptFileRefused(f"{where}: {problem} in the text, which cannot be stored.")
     return value
 
 
@@ -109,6 +110,10 @@ def _category(where: str, record: dict) -> str:
         return ""
     if not isinstance(category, str) or len(category) > MAX_CATEGORY_CHARS:
         raise PromptFileRefused(f"{where}: “category” must be text of at most {MAX_CATEGORY_CHARS} characters.")
+    problem = text_rules.name_problem(category)
+    if problem:
+        # A category is shown on the experiment page and in the history, as an arm's label is.
+        raise PromptFileRefused(f"{where}: “category” holds {problem}, which a category must not.")
     return " ".join(category.split())
 
 

@@ -208,7 +208,7 @@ def test_a_body_that_is_not_json_is_a_400(api):
     response = api.post(reverse("api:experiments"), "{not json", content_type="application/json")
 
     assert response.status_code == 400
-    assert "JSON parse error" in response.json()["detail"]
+    assert "The body is not valid JSON: Expecting property name" in response.json()["detail"]
 
 
 def test_a_body_that_is_not_an_object_is_refused(api):

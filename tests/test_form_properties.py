@@ -3,6 +3,7 @@ is posted, the answer is a page with a message or a redirect to what was stored,
 server error, and a refused submission writes nothing. Markup in stored text stays text."""
 
 import json
+from pathlib import Path
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -175,6 +176,9 @@ UPLOAD_LINE = st.one_of(
 )
 @example(name="my-set", content=b"\xff\xfe not utf-8")
 @example(name="my-set", content=b'{"prompt": "<script>alert(1)</script>"}\n{"prompt": "two"}')
+@example(name="my-set", content=b'{"prompt": "one"}\n' + b"[" * 100_000 + b"]" * 100_000)
+@example(name="my-set", content=b'{"prompt": "lone \\ud800"}\n{"prompt": "two"}')
+@example(name="my-set", content=b'{"prompt": "one", "category": "r\\u202etl"}\n{"prompt": "two", "category": "x"}')
 def test_a_prompt_set_upload_is_stored_whole_or_refused_with_a_message(client_as_alice, name, content):
     before = UploadedPromptSet.objects.count()
     upload = SimpleUploadedFile("prompts.jsonl", content, content_type="application/jsonl")
@@ -193,3 +197,53 @@ def test_a_prompt_set_upload_is_stored_whole_or_refused_with_a_message(client_as
             errors = [str(e) for field_errors in response.context["form"].errors.values() for e in field_errors]
             assert errors
             assert all(escape(error) in response.text for error in errors)
+
+
+# ---------------------------------------------------------------- the import door
+
+BENCH_FIXTURES = Path(__file__).resolve().parent / "fixtures" / "vllm_bench"
+BASELINE_FILE = (BENCH_FIXTURES / "baseline-c1.json").read_bytes()
+ARM_FILE = json.loads((BENCH_FIXTURES / "ngram-k3-c1.json").read_text())
+# JSON values past every column and rule: huge and negative numbers, floats where counts go,
+# text with controls, nesting, and the constants JSON does not have (written raw below).
+NASTY_JSON = st.one_of(
+    st.sampled_from([3_000_000_000, 10**20, 1e20, -3, True, None, "8", [], {}, "\u202e", "x" * 200, 0.5]),
+    st.integers(),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=50),
+    st.lists(st.integers(min_value=-(2**40), max_value=2**40), max_size=3),
+)
+RAW_VALUES = ["NaN", "Infinity", "-Infinity", "[" * 100 + "]" * 100, '"\\ud800"', '"\\u0000"']
+
+
+def _arm_file(changes: dict, raw: dict) -> bytes:
+    text = json.dumps(ARM_FILE | changes)
+    for key, value in raw.items():
+        text = text[:-1] + f', "{key}": {value}}}'
+    return text.encode()
+
+
+@PROPERTY_SETTINGS
+@given(
+    changes=st.dictionaries(st.sampled_from([*ARM_FILE, "speculative_config", "label"]), NASTY_JSON, max_size=3),
+    raw=st.dictionaries(
+        st.sampled_from(["failed", "num_prompts", "label", "x"]), st.sampled_from(RAW_VALUES), max_size=1
+    ),
+)
+@example(changes={"max_concurrency": 3_000_000_000}, raw={})
+@example(changes={"speculative_config": '{"method": "ngram", "num_speculative_tokens": Infinity}'}, raw={})
+@example(changes={"speculative_config": '{"method": "baseline", "num_speculative_tokens": 2}'}, raw={})
+@example(changes={"label": "ngram \u202egnp.exe"}, raw={})
+@example(changes={"spec_decode_per_position_acceptance_rates": [0.5] * 20, "speculative_config": None}, raw={})
+def test_an_import_is_stored_whole_or_refused_with_a_message(client_as_alice, changes, raw):
+    before = Experiment.objects.count()
+    uploads = [
+        SimpleUploadedFile("baseline.json", BASELINE_FILE, content_type="application/json"),
+        SimpleUploadedFile("arm.json", _arm_file(changes, raw), content_type="application/json"),
+    ]
+    response = client_as_alice.post(reverse("experiments:import"), {"name": "import", "files": uploads})
+
+    assert response.status_code in (302, 400)
+    if response.status_code == 400:
+        assert Experiment.objects.count() == before
+        assert response.context["form"].errors

@@ -134,9 +134,17 @@ def _bad_cases():
     return [
         ("malformed", b'{"duration": 1,, }', "malformed: not valid JSON at line 1, column 16"),
         ("truncated", real[: len(real) // 2], "(the file ends early: truncated?)"),
-        ("typed", _bytes(content | {"completed": "8"}), 'typed: “completed” must be a non-negative integer, not "8".'),
-        ("negative", _bytes(content | {"total_output_tokens": -3}), "“total_output_tokens” must be a non-negative"),
-        ("boolean", _bytes(content | {"duration": True}), "“duration” must be a non-negative number, not true."),
+        (
+            "typed",
+            _bytes(content | {"completed": "8"}),
+            'typed: “completed” must be a whole number from 0 to 2,147,483,647, not "8".',
+        ),
+        (
+            "negative",
+            _bytes(content | {"total_output_tokens": -3}),
+            "“total_output_tokens” must be a whole number from 0",
+        ),
+        ("boolean", _bytes(content | {"duration": True}), "“duration” must be a finite number, not true."),
         ("nan", real.replace(b'"duration": ', b'"duration": NaN, "x": '), "NaN is not a number JSON allows"),
         ("huge", b'{"completed": ' + b"9" * 5000 + b"}", "huge: not valid JSON: Exceeds the limit (4300 digits)"),
         ("latin1", '{"label": "café"}'.encode("latin-1"), "latin1: not UTF-8 text (byte 0xe9 at 14)."),
