@@ -99,6 +99,28 @@ def test_a_cancel_while_results_are_stored_rolls_them_back(served, experiment, m
     assert not served.servers[0].running
 
 
+def test_a_cancel_while_a_server_starts_stops_it_before_it_is_healthy(served, experiment, monkeypatch):
+    # The second server is still starting (minutes on a GPU host) when the experiment is cancelled.
+    entered = test_runner.FakeServer.__enter__
+
+    def cancel_during_start(server):
+        if len(served.servers) == 2:
+            services.experiment_cancel(experiment=experiment, by=experiment.owner)
+        return entered(server)
+
+    monkeypatch.setattr(test_runner.FakeServer, "__enter__", cancel_during_start)
+
+    experiment = _run(experiment)
+
+    assert experiment.status == Experiment.Status.CANCELLED
+    assert len(served.servers) == 2
+    assert not served.servers[1].running  # never became healthy, never ran a load
+    assert not served.servers[1].loads
+    statuses = [run.status for run in experiment.runs.in_execution_order(server_per_block=True)]
+    assert statuses[:2] == [Run.Status.SUCCEEDED, Run.Status.SUCCEEDED]  # the first server's runs kept
+    assert set(statuses[2:]) == {Run.Status.CANCELLED}
+
+
 def test_a_cancelled_experiment_starts_nothing(served, experiment):
     services.experiment_cancel(experiment=experiment, by=experiment.owner)
 

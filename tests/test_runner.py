@@ -42,8 +42,9 @@ class Served:
 class FakeServer:
     served: Served
 
-    def __init__(self, args, *, log_path, env, start_timeout_s, pid_dir, placement):
+    def __init__(self, args, *, log_path, env, start_timeout_s, pid_dir, placement, stop_check):
         self.args, self.log_path, self.env, self.placement = args, log_path, env, placement
+        self.stop_check = stop_check
         # What VllmServer.placed holds once the placement is applied to a healthy server.
         self.placed = {}
         self.run_ids: list[int] = []
@@ -53,6 +54,7 @@ class FakeServer:
         self.base_url = f"http://fake-{len(self.served.servers)}"
 
     def __enter__(self):
+        self.stop_check()  # VllmServer calls it between health checks while the server starts
         if self.served.fail_when and self.served.fail_when(self.log_path.name):
             raise ServerStartError("vLLM server exited with code 1 before it became healthy", "CUDA out of nowhere")
         self.running = True

@@ -204,6 +204,43 @@ def test_start_timeout_raises_and_stops_the_group(tmp_path):
     assert _group_gone(pgid)
 
 
+class _Cancelled(Exception):
+    pass
+
+
+def test_a_cancel_while_the_server_starts_stops_it_within_a_poll(tmp_path):
+    # A server that would load for ten minutes, as a large model on a GPU host does; the run is
+    # cancelled two seconds in.
+    script = (
+        "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']); "
+        "time.sleep(600)"
+    )
+    cancel_at = time.monotonic() + 2.0
+
+    def stop_check():
+        if time.monotonic() >= cancel_at:
+            raise _Cancelled("experiment 7 was cancelled")
+
+    server = VllmServer(
+        _fake_args(script=script), log_path=tmp_path / "server.log", start_timeout_s=600, stop_check=stop_check
+    )
+    server.start()
+    pgid = server.pid
+    with pytest.raises(_Cancelled):
+        server.wait_healthy()
+    server.stop()  # as __enter__ does on any error of wait_healthy
+    stopped = time.monotonic() - cancel_at
+    assert stopped < 2 * vllm_server.HEALTH_POLL_S + 1.0  # the next poll, and the group's SIGTERM
+    assert server.pid is None
+    assert _group_gone(pgid)  # every process of its group with it
+    # Entered as the runner enters it, the cancel propagates and the server is stopped.
+    cancel_at = time.monotonic()
+    entered = VllmServer(_fake_args(script=script), log_path=tmp_path / "again.log", stop_check=stop_check)
+    with pytest.raises(_Cancelled), entered:
+        pytest.fail("a cancelled start must not run its body")
+    assert entered.pid is None
+
+
 def test_sigterm_to_the_owner_stops_the_server(tmp_path):
     proc = _owner(tmp_path, _fake_args())
     try:

@@ -93,7 +93,7 @@ def experiment_cancelled(experiment_id: int) -> bool:
 
 
 def stop_if_cancelled(experiment: Experiment) -> None:
-    """Checked before each server starts and before each run on it."""
+    """Checked before each server starts, while it starts, and before each run on it."""
     if experiment_cancelled(experiment.id):
         raise RunCancelled(f"experiment {experiment.id} was cancelled")
 
@@ -394,6 +394,7 @@ def session_attempt(execution: Execution, session: Session) -> None:
             start_timeout_s=settings.SPECDASH_SERVER_START_TIMEOUT_S,
             pid_dir=server_pid_dir(execution.worker_name),
             placement=server_placement(execution.binding),
+            stop_check=lambda: stop_if_cancelled(experiment),
         )
         with server:
             execution.models_ready()

@@ -18,7 +18,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 # Deprecated in 0.32 in favour of the `vllm serve` console script, but that script fails
@@ -175,8 +175,13 @@ class VllmServer:
         start_timeout_s: float = 600.0,
         pid_dir: Path | None = None,
         placement=None,
+        stop_check: Callable[[], None] | None = None,
     ):
         self.args = list(args)
+        # Called between health checks while the server starts; whatever it raises (the run
+        # was cancelled) stops the starting server and propagates: a start on a GPU host takes
+        # minutes, which a cancel should not wait for.
+        self.stop_check = stop_check
         # Binds the API server and engine core once they run (workers/affinity.ServerPlacement).
         self.placement = placement
         self.placed: dict[str, list[int]] = {}
@@ -243,9 +248,12 @@ class VllmServer:
             (self.pid_dir / f"{self._proc.pid}.pid").write_text(" ".join(self.args) + "\n")
 
     def wait_healthy(self) -> None:
-        """Return once GET /health answers 200; stop the server and raise ServerStartError otherwise."""
+        """Return once GET /health answers 200; stop the server and raise ServerStartError
+        otherwise, or what `stop_check` raised (the caller stops the server: __enter__ does)."""
         deadline = time.monotonic() + self.start_timeout_s
         while True:
+            if self.stop_check is not None:
+                self.stop_check()
             code = self._proc.poll()
             if code is not None:
                 self._fail(f"vLLM server exited with code {code} before it became healthy")
