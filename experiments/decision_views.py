@@ -8,9 +8,10 @@ from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from experiments import decision_selectors, decisions
+from experiments import decision_selectors, decisions, submissions
 from experiments.history_forms import IdListField
 from experiments.models import Decision, Experiment, IllegalTransition
 from experiments.review_forms import DecisionActionForm, DecisionForm
@@ -77,9 +78,15 @@ def decision_new(request):
     ids = list(dict.fromkeys([*initial["evidence"], *ids]))
     form = DecisionForm(request.POST or None, experiments=_experiments(request, ids), initial=initial)
     if request.method == "POST" and form.is_valid():
-        decision = decisions.decision_propose(by=request.user, spec=form.spec())
-        messages.success(request, f"Decision #{decision.pk} proposed: it becomes final when someone else approves it.")
-        return redirect("experiments:decision", pk=decision.pk)
+
+        def write() -> str:
+            decision = decisions.decision_propose(by=request.user, spec=form.spec())
+            messages.success(
+                request, f"Decision #{decision.pk} proposed: it becomes final when someone else approves it."
+            )
+            return reverse("experiments:decision", args=[decision.pk])
+
+        return submissions.redirect_once(request, write)
     return _form_page(request, form, replaces=replaces)
 
 
@@ -123,7 +130,13 @@ def decision_act(request, pk: int, action: str):
     service, note_required = ACTIONS[action]
     form = DecisionActionForm(request.POST, note_required=note_required)
     if not form.is_valid():
-        messages.error(request, "Say why in the note: this action keeps the reason with the decision.")
+        if "version" in form.errors:
+            messages.error(
+                request, "The page sent no valid version of the decision (it was altered or is out of date): "
+                "nothing changed. Reload the decision and act again.",
+            )  # fmt: skip
+        else:
+            messages.error(request, "Say why in the note: this action keeps the reason with the decision.")
         return redirect("experiments:decision", pk=pk)
     arguments = {"version": form.cleaned_data["version"]} if action == "approve" else {}
     if note_required or action == "withdraw":

@@ -179,6 +179,11 @@ def _drop_errors(form: forms.Form, names) -> None:
         form.errors.pop(name, None)
 
 
+def _seconds(value: float) -> str:
+    """A duration as a person reads it: 12,345 s, or 1.2e+300 s rather than 301 digits."""
+    return f"{value:,.0f} s" if value < 1e7 else f"{value:.2g} s"
+
+
 def _positive(value, what: str):
     if value is not None and value <= 0:
         raise forms.ValidationError(f"{what} must be greater than 0.")
@@ -499,7 +504,7 @@ class ExperimentForm(TeamForm):
             return
         self.add_error(
             "request_rate",
-            f"At {rate:g} req/s the {measured} measured requests would take {measured / rate:,.0f} s just to "
+            f"At {rate:.3g} req/s the {measured} measured requests would take {_seconds(measured / rate)} just to "
             f"arrive; a run may take at most {MAX_ARRIVAL_SPAN_S} s for that, so the rate must be at least "
             f"{measured / MAX_ARRIVAL_SPAN_S:.3g} req/s.",
         )

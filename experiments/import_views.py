@@ -1,10 +1,11 @@
 """The page that imports `vllm bench serve` result files as a read-only experiment."""
 
 from django.contrib import messages
-from django.shortcuts import redirect, render
+from django.shortcuts import render
+from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
-from experiments import bench_files, imports
+from experiments import bench_files, imports, submissions
 from experiments.import_forms import BenchImportForm
 
 
@@ -12,13 +13,17 @@ from experiments.import_forms import BenchImportForm
 def experiment_import(request):
     form = BenchImportForm(request.POST or None, request.FILES or None, user=request.user)
     if request.method == "POST" and form.is_valid():
-        experiment = imports.experiment_import(
-            owner=request.user, team=form.cleaned_data["team"], name=form.cleaned_data["name"],
-            files=form.cleaned_data["files"],
-        )  # fmt: skip
-        messages.success(
-            request, f"Imported {len(form.cleaned_data['files'])} result files as experiment #{experiment.pk}."
-        )
-        return redirect("experiments:detail", pk=experiment.pk)
+
+        def write() -> str:
+            experiment = imports.experiment_import(
+                owner=request.user, team=form.cleaned_data["team"], name=form.cleaned_data["name"],
+                files=form.cleaned_data["files"],
+            )  # fmt: skip
+            messages.success(
+                request, f"Imported {len(form.cleaned_data['files'])} result files as experiment #{experiment.pk}."
+            )
+            return reverse("experiments:detail", args=[experiment.pk])
+
+        return submissions.redirect_once(request, write)
     context = {"form": form, "lacks": bench_files.WHAT_AN_IMPORT_LACKS}
     return render(request, "experiments/import.html", context, status=400 if form.errors else 200)

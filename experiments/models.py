@@ -985,3 +985,21 @@ class HistoryVisit(models.Model):
 
     def __str__(self):
         return f"{self.user}'s last visit"
+
+
+class Submission(models.Model):
+    """A write that a user's page or API client sent, under the key it carried: a form posted
+    twice (a double click, a browser's retry) or an API call retried with the same
+    Idempotency-Key stores once, and the second answer points at the first's result
+    (experiments/submissions.py)."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+    location = models.CharField(max_length=500, blank=True, help_text="Where the first submission's result is.")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "key"], name="submission_user_key_unique")]
+
+    def __str__(self):
+        return f"submission {self.key} of {self.user}"

@@ -107,7 +107,11 @@ class OriginForm(forms.Form):
         queryset=Experiment.objects.none(),
         required=False,
         widget=forms.HiddenInput,
-        error_messages={"invalid_choice": "The experiment this was cloned from no longer exists."},
+        error_messages={
+            "invalid_choice": "The experiment this form was cloned from is not one you can see (it was deleted, "
+            "belongs to another team, or the link was changed); nothing was saved. Open the clone again from an "
+            "experiment's page."
+        },
     )
 
     def __init__(self, *args, user, **kwargs):

@@ -2,10 +2,11 @@
 their teams' sets only; another team's set is a 404."""
 
 from django.contrib import messages
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
-from experiments import prompt_sets
+from experiments import prompt_sets, submissions
 from experiments.models import UploadedPromptSet
 from experiments.prompt_set_forms import PromptSetUploadForm
 
@@ -14,12 +15,18 @@ from experiments.prompt_set_forms import PromptSetUploadForm
 def prompt_set_list(request):
     form = PromptSetUploadForm(request.POST or None, request.FILES or None, user=request.user)
     if request.method == "POST" and form.is_valid():
-        uploaded = prompt_sets.prompt_set_upload(
-            owner=request.user, team=form.cleaned_data["team"], name=form.cleaned_data["name"],
-            file_name=form.upload.name, size_bytes=form.upload.size, parsed=form.cleaned_data["file"],
-        )  # fmt: skip
-        messages.success(request, f"Prompt set {uploaded}: {uploaded.prompt_count} prompts, sha256 {uploaded.sha256}.")
-        return redirect("experiments:prompt_set", pk=uploaded.pk)
+
+        def write() -> str:
+            uploaded = prompt_sets.prompt_set_upload(
+                owner=request.user, team=form.cleaned_data["team"], name=form.cleaned_data["name"],
+                file_name=form.upload.name, size_bytes=form.upload.size, parsed=form.cleaned_data["file"],
+            )  # fmt: skip
+            messages.success(
+                request, f"Prompt set {uploaded}: {uploaded.prompt_count} prompts, sha256 {uploaded.sha256}."
+            )
+            return reverse("experiments:prompt_set", args=[uploaded.pk])
+
+        return submissions.redirect_once(request, write)
     context = {"form": form, "prompt_sets": prompt_sets.prompt_sets_latest(user=request.user)}
     return render(request, "experiments/prompt_sets.html", context, status=400 if form.errors else 200)
 

@@ -4,7 +4,7 @@ import hashlib
 from csp.decorators import csp_update
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.http import StreamingHttpResponse
+from django.http import HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -22,6 +22,7 @@ from experiments import (
     selectors,
     services,
     step_profiles,
+    submissions,
     worker_queues,
 )
 from experiments.forms import ARM_FORMSET_PREFIX, ArmFormSet, ExperimentForm
@@ -94,13 +95,19 @@ def experiment_compare(request):
     return render(request, "experiments/compare.html", context)
 
 
-def _queued(request, experiment: Experiment):
-    messages.success(
-        request,
-        f"Experiment “{experiment.name}” is queued on the {experiment.worker_queue} workers: "
-        f"{experiment.runs.count()} runs.",
-    )
-    return redirect("experiments:detail", pk=experiment.pk)
+def _queued(request, create) -> HttpResponse:
+    """Create the experiment (once, however often the form is sent) and go to its page."""
+
+    def write() -> str:
+        experiment = create()
+        messages.success(
+            request,
+            f"Experiment “{experiment.name}” is queued on the {experiment.worker_queue} workers: "
+            f"{experiment.runs.count()} runs.",
+        )
+        return reverse("experiments:detail", args=[experiment.pk])
+
+    return submissions.redirect_once(request, write)
 
 
 @require_http_methods(["GET", "POST"])
@@ -119,10 +126,12 @@ def experiment_create(request):
     origin = origin_form.cleaned_data.get("origin") if all(valid[2:]) else None
     if request.method == "POST" and all(valid):
         lineage = {"origin": origin, "origin_kind": Experiment.OriginKind.CLONE} if origin else {}
-        experiment = services.experiment_create(
-            owner=request.user, arms=arms.arm_specs(), **form.experiment_fields(), **lineage
+        return _queued(
+            request,
+            lambda: services.experiment_create(
+                owner=request.user, arms=arms.arm_specs(), **form.experiment_fields(), **lineage
+            ),
         )
-        return _queued(request, experiment)
     context = {
         "form": form,
         "arms": arms,
@@ -130,7 +139,7 @@ def experiment_create(request):
         "origin": origin,
         "live_queues": worker_queues.live_queues(),
     }
-    return render(request, "experiments/create.html", context)
+    return render(request, "experiments/create.html", context, status=400 if request.method == "POST" else 200)
 
 
 @require_GET
@@ -163,11 +172,13 @@ def experiment_rerun(request, pk: int):
         experiment_form = ExperimentForm(prefill.experiment_data(origin) | form.cleaned_data, user=request.user)
         arms = ArmFormSet(prefill.arm_data(origin), prefix=ARM_FORMSET_PREFIX)
         if all([experiment_form.is_valid(), arms.is_valid()]):
-            experiment = services.experiment_create(
-                owner=request.user, arms=arms.arm_specs(), **experiment_form.experiment_fields(),
-                origin=origin, origin_kind=Experiment.OriginKind.RERUN,
+            return _queued(
+                request,
+                lambda: services.experiment_create(
+                    owner=request.user, arms=arms.arm_specs(), **experiment_form.experiment_fields(),
+                    origin=origin, origin_kind=Experiment.OriginKind.RERUN,
+                ),
             )  # fmt: skip
-            return _queued(request, experiment)
         protocol_errors = prefill.protocol_errors(experiment_form, arms)
     context = {
         "origin": origin,
@@ -237,11 +248,16 @@ def experiment_detail(request, pk: int):
 def comment_add(request, pk: int):
     experiment = _get_experiment_for_user(request, pk)
     form = CommentForm(request.POST)
-    if form.is_valid():
-        services.comment_add(experiment=experiment, author=request.user, body=form.cleaned_data["body"])
-    else:
+    comments = f"{reverse('experiments:detail', args=[experiment.pk])}#comments"
+    if not form.is_valid():
         messages.error(request, "The comment was not saved: " + " ".join(form.errors["body"]))
-    return redirect(f"{reverse('experiments:detail', args=[experiment.pk])}#comments")
+        return redirect(comments)
+
+    def write() -> str:
+        services.comment_add(experiment=experiment, author=request.user, body=form.cleaned_data["body"])
+        return comments
+
+    return submissions.redirect_once(request, write)
 
 
 @require_GET

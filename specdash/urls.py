@@ -11,3 +11,6 @@ urlpatterns = [
 ]
 
 handler400 = "specdash.views.bad_request"
+handler403 = "specdash.views.permission_denied"
+handler404 = "specdash.views.page_not_found"
+handler500 = "specdash.views.server_error"

@@ -160,7 +160,7 @@ def test_bad_input_is_refused_on_its_field(data, where):
 def test_bad_input_stores_nothing(logged_in_client, celery_dispatch, data, where):
     response = logged_in_client.post(reverse("experiments:create"), data)
 
-    assert response.status_code == 200
+    assert response.status_code == 400
     assert "Nothing was saved" in response.text
     assert not Experiment.objects.exists()
     assert not Arm.objects.exists()

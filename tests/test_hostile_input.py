@@ -179,3 +179,87 @@ def test_the_json_reader_counts_depth_outside_strings_only():
     assert json_input.problem({"a": ["b", {"c\x00": 1}]}) == "a NUL character (\\u0000)"
     assert json_input.problem(["ok", "\udfff"]) == "a lone surrogate (\\udfff, half of a UTF-16 pair)"
     assert json_input.problem({"fine": [1, 2.5, None, "text"]}) is None
+
+
+# ---------------------------------------------------------------- messages that name the problem
+
+
+def _decision(author):
+    from experiments import decisions
+    from experiments.decisions import DecisionSpec
+    from experiments.models import Decision
+    from tests.factories import seed_finished_experiment
+
+    evidence = seed_finished_experiment(name="evidence")
+    spec = DecisionSpec(
+        service="chat", kind=Decision.Kind.NEEDS_MORE_DATA, arm=None, max_concurrency=None, metric="tpot",
+        rationale="More blocks.", evidence=[evidence],
+    )  # fmt: skip
+    return decisions.decision_propose(by=author, spec=spec)
+
+
+def test_an_action_with_a_broken_version_says_so(logged_in_client, user):
+    from tests.factories import UserFactory
+
+    decision = _decision(UserFactory(username="author"))
+    approve = reverse("experiments:decision_act", args=[decision.pk, "approve"])
+    response = logged_in_client.post(approve, {"version": "abc"}, follow=True)
+    assert "sent no valid version" in response.text
+    assert "Say why in the note" not in response.text
+    decision.refresh_from_db()
+    assert decision.state == "proposed"
+
+
+def test_a_self_approval_is_a_403_page_with_the_reason(logged_in_client, user):
+    decision = _decision(user)
+    response = logged_in_client.post(reverse("experiments:decision_act", args=[decision.pk, "approve"]), {"version": 1})
+    assert response.status_code == 403
+    assert "its author cannot approve or reject it" in response.text
+
+
+def test_a_tiny_request_rate_is_refused_in_a_readable_sentence(logged_in_client):
+    from tests.factories import form_data
+
+    response = logged_in_client.post(reverse("experiments:create"), form_data(request_rate="1e-300"))
+    assert response.status_code == 400
+    (error,) = response.context["form"].errors["request_rate"]
+    assert "1e-300 req/s" in error
+    assert "would take 2e+301 s just to arrive" in error
+    assert len(error) < 300, error
+    assert not Experiment.objects.exists()
+
+
+@pytest.mark.parametrize("origin", ["abc", "999999"])
+def test_a_clone_whose_origin_cannot_be_seen_is_refused_with_a_message(logged_in_client, origin):
+    from tests.factories import form_data
+
+    response = logged_in_client.post(reverse("experiments:create"), form_data() | {"origin": origin})
+    assert response.status_code == 400
+    assert 'id="origin-errors"' in response.text
+    assert "is not one you can see" in response.text
+    assert not Experiment.objects.exists()
+
+
+def test_the_apis_oversized_body_and_server_errors_are_json(user, monkeypatch, settings):
+    client = _api(user)
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    too_big = client.post(reverse("api:experiments"), {"name": "x" * 2000}, content_type="application/json")
+    assert too_big.status_code == 413
+    assert "larger than this site accepts" in too_big.json()["detail"]
+
+    from experiments.api import views
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(views.ExperimentsView, "get", broken)
+    client.raise_request_exception = False
+    failed = client.get(reverse("api:experiments"))
+    assert failed.status_code == 500
+    assert failed.json() == {"detail": "The server failed on this request; the error was logged."}
+    assert client.get("/api/v1/nothing-here/").json()["detail"] == "There is no such endpoint or object."
+
+
+def test_the_token_page_is_never_cached(logged_in_client):
+    response = logged_in_client.get(reverse("api:token"))
+    assert "no-store" in response["Cache-Control"]

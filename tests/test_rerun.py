@@ -165,7 +165,7 @@ def test_a_refused_clone_keeps_its_origin(logged_in_client, origin):
 
     response = logged_in_client.post(reverse("experiments:create"), data)
 
-    assert response.status_code == 200
+    assert response.status_code == 400
     assert f'name="origin" value="{origin.pk}"' in response.text
     assert response.context["origin"] == origin
     assert Experiment.objects.count() == 1

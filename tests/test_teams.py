@@ -251,7 +251,8 @@ def test_a_member_cancels_and_an_outsider_cannot(alice, bob, red, celery_dispatc
 def test_a_clone_posted_with_another_teams_origin_is_refused(bob, experiment, celery_dispatch):
     response = _client(bob).post(reverse("experiments:create"), form_data(origin=str(experiment.pk)))
 
-    assert response.status_code == 200
+    assert response.status_code == 400
+    assert "is not one you can see" in response.content.decode()
     assert "secret" not in response.content.decode()
     assert Experiment.objects.count() == 1
 

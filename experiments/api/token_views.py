@@ -1,12 +1,14 @@
 """The page where a logged-in user sees and renews the token the API and the CLI need."""
 
 from django.shortcuts import redirect, render
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from experiments.api import tokens
 
 
 @require_GET
+@never_cache  # a secret: no browser or proxy may keep the page (Cache-Control: no-store)
 def api_token(request):
     context = {"token": tokens.api_token_of(user=request.user)}
     return render(request, "experiments/api_token.html", context)

@@ -3,13 +3,14 @@ pages' views do. A token (or a logged-in session) is needed for everything but t
 
 from django.contrib.auth.decorators import login_not_required
 from django.shortcuts import get_object_or_404
+from django.urls import resolve, reverse
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from experiments import exports, selectors, services
+from experiments import exports, selectors, services, submissions
 from experiments.api import payloads
 from experiments.api.serializers import (
     DetailSerializer,
@@ -85,19 +86,40 @@ class ExperimentsView(ApiView):
     @extend_schema(
         operation_id="experiments_submit",
         request=ExperimentSpecSerializer,
-        responses={201: ExperimentSerializer, 400: SpecErrorsSerializer},
-    )
+        parameters=[
+            OpenApiParameter(
+                submissions.HEADER, str, OpenApiParameter.HEADER,
+                description="Optional, 1 to 64 printable ASCII characters. A submission retried with the same "
+                "key creates nothing and answers 200 with the experiment the first one created.",
+            )
+        ],
+        responses={201: ExperimentSerializer, 200: ExperimentSerializer, 400: SpecErrorsSerializer},
+    )  # fmt: skip
     def post(self, request):
         """Submit an experiment. The spec is judged by the experiment form's own rules and
         messages; fields left out take the form's initial values."""
+        key = request.headers.get(submissions.HEADER)
+        if key is not None and submissions.key_problem(key):
+            return Response({"detail": f"{submissions.key_problem(key)}."}, status=status.HTTP_400_BAD_REQUEST)
         try:
             submission = submission_from_spec(request.data, user=request.user)
         except SpecInvalid as invalid:
             return Response(
                 {"errors": invalid.errors, "messages": invalid.messages}, status=status.HTTP_400_BAD_REQUEST
             )
-        experiment = services.experiment_create(owner=request.user, arms=submission.arms, **submission.fields)
-        return Response(payloads.experiment_payload(experiment), status=status.HTTP_201_CREATED)
+
+        def write() -> str:
+            experiment = services.experiment_create(owner=request.user, arms=submission.arms, **submission.fields)
+            return reverse("api:experiment-detail", args=[experiment.pk])
+
+        if key is None:
+            location, wrote = write(), True
+        else:
+            location, wrote = submissions.submission_once(user=request.user, key=key, write=write)
+        experiment = Experiment.objects.get(pk=resolve(location).kwargs["pk"])
+        return Response(
+            payloads.experiment_payload(experiment), status=status.HTTP_201_CREATED if wrote else status.HTTP_200_OK
+        )
 
 
 class ExperimentView(ApiView):
