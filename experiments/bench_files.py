@@ -64,6 +64,8 @@ OPTIONAL = {
     "spec_decode_acceptance_length": "number",
     "spec_decode_per_position_acceptance_rates": "list of numbers",
     "speculative_config": "text",
+    "request_rate": "rate",
+    "burstiness": "number",
 }
 LATENCIES = ("ttft", "tpot", "itl", "e2el")
 STATISTICS = ("mean", "median", "std", "p90", "p99")
@@ -90,6 +92,17 @@ class BenchRequest:
 
 
 @dataclass(frozen=True)
+class StatedMethod:
+    """The method and k a user says a file without a speculative config ran (a line of the
+    import's methods, experiments/import_methods.py); params only when the line gave a config."""
+
+    method: str
+    k: int
+    params: dict
+    line: str
+
+
+@dataclass(frozen=True)
 class BenchFile:
     """One `vllm bench serve` run: one arm at one concurrency level."""
 
@@ -100,6 +113,7 @@ class BenchFile:
     model_id: str
     values: dict  # the keys of REQUIRED and OPTIONAL that the file has, and "<stat>_<latency>_ms"
     requests: list[BenchRequest] = field(default_factory=list)
+    stated: StatedMethod | None = None
 
     @property
     def is_speculative(self) -> bool:
@@ -129,6 +143,7 @@ KIND_NAMES = {
     "number": "finite number",
     "text": "text",
     "list of numbers": "list of finite numbers",
+    "rate": 'number greater than 0, or "inf"',
 }
 
 
@@ -140,6 +155,8 @@ def _is(value, kind: str) -> bool:
         return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
     if kind == "text":
         return isinstance(value, str)
+    if kind == "rate":  # vLLM writes "inf" for --request-rate inf, its default
+        return value == "inf" or (_is(value, "number") and value > 0)
     return isinstance(value, list) and all(_is(item, "number") for item in value)
 
 

@@ -1,12 +1,15 @@
-"""The import form: a name and one or more `vllm bench serve` result files. Every file is read
-and checked here (experiments/bench_files.py), and grouped into arms (experiments/imports.py),
-so that a bad file is refused with its name before anything is stored."""
+"""The import form: a name, one or more `vllm bench serve` result files and the methods of
+files that do not name theirs. Every file is read and checked here (experiments/bench_files.py),
+given its stated method (experiments/import_methods.py) and grouped into arms
+(experiments/imports.py), so that a bad file or line is refused by name before anything is
+stored; the cleaned files carry their stated methods to the import."""
 
 from django import forms
 
-from experiments import bench_files
+from experiments import bench_files, import_methods
 from experiments.forms import TeamForm, reject_controls, reject_markup
 from experiments.imports import arms_from_files
+from experiments.models import Arm
 
 
 class MultipleFileInput(forms.ClearableFileInput):
@@ -45,11 +48,44 @@ class BenchImportForm(TeamForm):
         f"{bench_files.MAX_FILES}, each at most {bench_files.MAX_FILE_BYTES // 1024 // 1024} MB. Select every file "
         "of a directory at once.",
     )
+    methods = forms.CharField(
+        label="Methods for files without a speculative config",
+        required=False,
+        strip=False,  # so that a refusal's line number is the line the user sees
+        widget=forms.Textarea(attrs={"rows": 3, "class": "mono"}),
+        help_text="One line per arm: its label (or, for a file without a label, its file name) = method k, e.g. "
+        '“ngram k=3 = ngram 3”; or = a speculative config as JSON, e.g. “ngram k=3 = {"method": "ngram", '
+        '"num_speculative_tokens": 3, "prompt_lookup_min": 2, "prompt_lookup_max": 3}”. Methods: '
+        f"{', '.join(Arm.PARAM_KEYS)}. With method and k only, the arm stores no other settings "
+        "(no n-gram lengths, no draft model path).",
+    )
 
     def clean_files(self) -> list[bench_files.BenchFile]:
         try:
-            read = bench_files.bench_files_read(read_uploads(self.cleaned_data["files"]))
-            arms_from_files(read)
+            return bench_files.bench_files_read(read_uploads(self.cleaned_data["files"]))
         except bench_files.BenchFileRefused as refused:
             raise forms.ValidationError(str(refused).split("\n")) from None
-        return read
+
+    def clean_methods(self) -> dict[str, bench_files.StatedMethod]:
+        try:
+            return import_methods.methods_parse(self.cleaned_data["methods"])
+        except bench_files.BenchFileRefused as refused:
+            raise forms.ValidationError(str(refused)) from None
+
+    def clean(self):
+        cleaned = super().clean()
+        files, stated = cleaned.get("files"), cleaned.get("methods")
+        if files is None or stated is None:
+            return cleaned
+        try:
+            files = import_methods.files_with_methods(files, stated)
+        except bench_files.BenchFileRefused as refused:
+            self.add_error("methods", str(refused).split("\n"))
+            return cleaned
+        try:
+            arms_from_files(files)
+        except bench_files.BenchFileRefused as refused:
+            self.add_error("files", str(refused).split("\n"))
+            return cleaned
+        cleaned["files"] = files
+        return cleaned

@@ -2,17 +2,18 @@
 
 The files (read and checked by experiments/bench_files.py) become arms, levels and runs:
 - an arm per label (`vllm bench serve --label`); a file without one is the baseline when it
-  has no speculative-decoding figures, else "speculative k=N";
-- an arm's method and settings come from a `speculative_config` entry in the file (written by
-  `--metadata speculative_config='{"method": "ngram", ...}'`), else from a method named in its
-  label (ngram, draft, eagle3, eagle, mtp, suffix);
+  has no speculative-decoding figures, else named by the method stated for it or by its k;
+- an arm's method and settings come from the files' `speculative_config`, a line the user
+  gives, or a method named in its label (experiments/import_methods.py);
 - the level is the file's max_concurrency; several files of one arm and level are
-  repetitions, in the order of their dates.
+  repetitions, in the order of their dates, and must share a protocol, as must each arm and
+  the baseline at a level (experiments/import_protocol.py).
 Each file becomes one succeeded run with a summary of the figures the file has, and one row per
-request when it was saved with --save-detailed. Nothing is stored unless every file fits.
+request when it was saved with --save-detailed; where a cell has no rows, its latency speedups
+are point estimates from the files' means (experiments/import_estimates.py). Nothing is stored
+unless every file fits.
 """
 
-import json
 import logging
 import math
 from collections import defaultdict
@@ -21,22 +22,14 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
-from experiments import json_input, teams, text_rules
+from experiments import import_estimates, import_methods, import_protocol, teams
 from experiments.analysis import experiment_analyse
 from experiments.bench_files import BenchFile, BenchFileRefused
-from experiments.limits import MAX_LOOKUP, MAX_SPECULATIVE_TOKENS
-from experiments.model_paths import model_path_refusal
 from experiments.models import Arm, Experiment, RequestRecord, Run, RunSummary
 
 logger = logging.getLogger(__name__)
 
 BASELINE = "baseline"
-# Words in a label that name a method, the more specific first.
-LABEL_METHODS = (
-    ("eagle3", Arm.Method.EAGLE3), ("eagle-3", Arm.Method.EAGLE3), ("eagle", Arm.Method.EAGLE),
-    ("ngram", Arm.Method.NGRAM), ("n-gram", Arm.Method.NGRAM), ("draft", Arm.Method.DRAFT_MODEL),
-    ("mtp", Arm.Method.MTP), ("suffix", Arm.Method.SUFFIX),
-)  # fmt: skip
 # File statistic → RunSummary column, per latency.
 LATENCY_COLUMNS = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2el": "e2e"}
 STATISTIC_COLUMNS = {"mean": "mean", "median": "p50", "p90": "p90", "p99": "p99"}
@@ -51,90 +44,6 @@ class ImportedArm:
     files: list[BenchFile]
 
 
-def _arm_label(file: BenchFile) -> str:
-    if file.label:
-        return file.label
-    return f"speculative k={file.k}" if file.is_speculative else BASELINE
-
-
-def _config_problem(config) -> str | None:
-    """What makes a decoded speculative config one specdash does not run, or None. The keys
-    are the ones the experiment form sets (Arm.PARAM_KEYS: every other vLLM key, such as
-    trust_remote_code, is refused), with the form's bounds, and a path passes the installation's
-    model rule (experiments/model_paths.py) as one typed into the form does."""
-    if not isinstance(config, dict):
-        return "it is not a JSON object"
-    problem = json_input.problem(config)
-    if problem:
-        return f"it holds {problem}"
-    method, k = config.get("method"), config.get("num_speculative_tokens")
-    if method not in Arm.PARAM_KEYS:
-        return f"its method must be one of {', '.join(Arm.PARAM_KEYS)}, not {json.dumps(method)[:40]}"
-    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_SPECULATIVE_TOKENS:
-        return f"its num_speculative_tokens must be a whole number from 1 to {MAX_SPECULATIVE_TOKENS}"
-    params = {key: value for key, value in config.items() if key not in ("method", "num_speculative_tokens")}
-    unknown = sorted(set(params) - set(Arm.PARAM_KEYS[method]))
-    if unknown:
-        return f"specdash does not pass {', '.join(unknown)} to vLLM for {method} (it sets {_keys(method)})"
-    return _params_problem(method, params)
-
-
-def _keys(method: str) -> str:
-    return ", ".join(("method", "num_speculative_tokens", *Arm.PARAM_KEYS[method]))
-
-
-def _params_problem(method: str, params: dict) -> str | None:
-    missing = [key for key in Arm.PARAM_KEYS[method] if key not in params]
-    if missing:
-        return f"{method} needs {', '.join(missing)}"
-    if method == Arm.Method.NGRAM:
-        low, high = params["prompt_lookup_min"], params["prompt_lookup_max"]
-        if not all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_LOOKUP for v in (low, high)):
-            return f"prompt_lookup_min and prompt_lookup_max must be whole numbers from 1 to {MAX_LOOKUP}"
-        return f"prompt_lookup_min ({low}) exceeds prompt_lookup_max ({high})" if low > high else None
-    if "model" in params:
-        model = params["model"]
-        if not isinstance(model, str) or not model.strip() or text_rules.control_char(model):
-            return "its model must be a path without control characters"
-        refusal = model_path_refusal(model)
-        return f"its model {model[:80]!r}: {refusal}" if refusal else None
-    return None
-
-
-def _from_config(label: str, files: list[BenchFile], text: str) -> tuple[str, int, dict]:
-    try:
-        config = json_input.loads(text)
-    except ValueError as error:  # json.JSONDecodeError included
-        config, problem = None, f"it is not valid JSON ({error})"
-    else:
-        problem = _config_problem(config)
-    if problem:
-        names = ", ".join(f.name for f in files)
-        raise BenchFileRefused(f"{names}: speculative_config {text[:80]!r} cannot be imported: {problem}.")
-    params = {key: value for key, value in config.items() if key not in ("method", "num_speculative_tokens")}
-    return config["method"], config["num_speculative_tokens"], params
-
-
-def _method(label: str, files: list[BenchFile]) -> tuple[str, int | None, dict]:
-    """The arm's method, k and other settings, from the files' config or the label."""
-    if not any(file.is_speculative for file in files):
-        return Arm.Method.BASELINE, None, {}
-    configs = {file.values["speculative_config"] for file in files if "speculative_config" in file.values}
-    if len(configs) > 1:
-        raise BenchFileRefused(f"The files of arm “{label}” name different speculative configs: {sorted(configs)}.")
-    if configs:
-        return _from_config(label, files, configs.pop())
-    method = next((m for word, m in LABEL_METHODS if word in label.casefold()), None)
-    if method is None:
-        names = ", ".join(file.name for file in files)
-        raise BenchFileRefused(
-            f"{names}: which speculative method is “{label}”? Run vllm bench serve with --metadata "
-            "speculative_config='<the server's --speculative-config>', or a --label that names the method "
-            "(ngram, draft, eagle, eagle3, mtp, suffix)."
-        )
-    return method, max((file.k or 1) for file in files), {}
-
-
 def arms_from_files(files: list[BenchFile]) -> list[ImportedArm]:
     """Group the files into arms, the baseline first; refuse what cannot be compared."""
     models = sorted({file.model_id for file in files})
@@ -142,8 +51,8 @@ def arms_from_files(files: list[BenchFile]) -> list[ImportedArm]:
         raise BenchFileRefused(f"The files come from different models ({', '.join(models)}): import them apart.")
     groups = defaultdict(list)
     for file in files:
-        groups[_arm_label(file)].append(file)
-    arms = [ImportedArm(label, *_method(label, group), group) for label, group in groups.items()]
+        groups[import_methods.arm_label(file, BASELINE)].append(file)
+    arms = [ImportedArm(label, *import_methods.arm_method(label, group), group) for label, group in groups.items()]
     baselines = [arm for arm in arms if arm.method == Arm.Method.BASELINE]
     if len(baselines) != 1:
         found = ", ".join(f"“{arm.label}”" for arm in baselines) or "none"
@@ -151,7 +60,9 @@ def arms_from_files(files: list[BenchFile]) -> list[ImportedArm]:
             f"Exactly one arm must run without speculation (files with no spec_decode figures); found {found}. "
             "Import the baseline's files too, and give baseline files one --label."
         )
-    return baselines + [arm for arm in arms if arm.method != Arm.Method.BASELINE]
+    arms = baselines + [arm for arm in arms if arm.method != Arm.Method.BASELINE]
+    import_protocol.protocol_check([(arm.label, arm.files) for arm in arms])
+    return arms
 
 
 def _summary_fields(file: BenchFile) -> dict:
@@ -183,25 +94,32 @@ def _request_rows(run: Run, file: BenchFile) -> list[RequestRecord]:
     ]  # fmt: skip
 
 
+def _file_entry(arm: ImportedArm, file: BenchFile) -> dict:
+    """What the experiment page lists for one imported file: where it went and its own protocol."""
+    return {
+        "name": file.name, "arm": arm.label, "level": file.level, "date": file.date, "detailed": bool(file.requests),
+        **import_protocol.protocol_of(file).as_json(),
+    }  # fmt: skip
+
+
 def _experiment_fields(name: str, arms: list[ImportedArm]) -> dict:
+    """The experiment's protocol fields hold one number each: where levels differ, the largest
+    (the page shows each level's from imported_files, experiments/templatetags/imported.py)."""
     files = [file for arm in arms for file in arm.files]
+    protocols = [import_protocol.protocol_of(file) for file in files]
     per_cell = defaultdict(int)
     for arm in arms:
         for file in arm.files:
             per_cell[(arm.label, file.level)] += 1
-    completed = max(file.values["completed"] + file.values.get("failed", 0) for file in files)
-    output = max(file.values["total_output_tokens"] / max(file.values["completed"], 1) for file in files)
     now = timezone.now()
     return {
         "name": name, "status": Experiment.Status.FINISHED, "started_at": now, "finished_at": now,
         "source": Experiment.Source.IMPORTED, "target_model": files[0].model_id[:500] or "unknown",
-        "worker_queue": "import", "prompt_set": "", "num_prompts": max(completed, 1),
-        "max_tokens": max(math.ceil(output), 1), "concurrency_levels": sorted({file.level for file in files}),
+        "worker_queue": "import", "prompt_set": "", "num_prompts": max(max(p.prompts for p in protocols), 1),
+        "max_tokens": max(math.ceil(max(p.output_tokens for p in protocols)), 1),
+        "request_rate": import_protocol.request_rate(files), "concurrency_levels": sorted({f.level for f in files}),
         "repetitions": max(per_cell.values()), "server_per_block": False, "warmup_requests": 0,
-        "imported_files": [
-            {"name": f.name, "arm": arm.label, "level": f.level, "date": f.date, "detailed": bool(f.requests)}
-            for arm in arms for f in arm.files
-        ],
+        "imported_files": [_file_entry(arm, file) for arm in arms for file in arm.files],
     }  # fmt: skip
 
 
@@ -238,7 +156,8 @@ def experiment_import(*, owner, name: str, files: list[BenchFile], team=None) ->
         _store_runs(experiment, arm, imported, position + 1)
     try:
         with transaction.atomic():
-            experiment_analyse(experiment=experiment)
+            analysis = experiment_analyse(experiment=experiment)
+            import_estimates.summary_estimates_add(experiment=experiment, analysis=analysis)
     except Exception:
         # As for a measured experiment: the summaries still show, without speedups.
         logger.exception("analysis of imported experiment %s failed", experiment.id)

@@ -1,5 +1,8 @@
 """Import a directory (or a list) of `vllm bench serve --save-result` files as a read-only
-experiment, as the Import page does."""
+experiment, as the Import page does.
+
+--method takes a line of the page's "Methods" field, once per arm whose files name no
+speculative config (experiments/import_methods.py): --method "ngram k=3 = ngram 3"."""
 
 from pathlib import Path
 
@@ -7,7 +10,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand, CommandError
 
-from experiments import bench_files, imports, teams
+from experiments import bench_files, import_methods, imports, teams
 
 
 class Command(BaseCommand):
@@ -18,6 +21,12 @@ class Command(BaseCommand):
         parser.add_argument("--owner", required=True, help="username the experiment belongs to")
         parser.add_argument("--name", required=True, help="the experiment's name")
         parser.add_argument("--team", help="the team it goes to (the owner's; needed when they are in several)")
+        parser.add_argument(
+            "--method",
+            action="append",
+            default=[],
+            help="for files without a speculative config: 'label (or file name) = method k', or '… = {config JSON}'",
+        )
 
     def handle(self, *args, **options):
         owner = get_user_model().objects.filter(username=options["owner"]).first()
@@ -29,6 +38,7 @@ class Command(BaseCommand):
         files = [file for path in map(Path, options["paths"]) for file in self._files(path)]
         try:
             read = bench_files.bench_files_read([(file.name, file.read_bytes()) for file in files])
+            read = import_methods.files_with_methods(read, import_methods.methods_parse("\n".join(options["method"])))
             experiment = imports.experiment_import(owner=owner, name=options["name"], files=read, team=team)
         except (bench_files.BenchFileRefused, teams.TeamRefused) as refused:
             raise CommandError(f"nothing imported:\n{refused}") from None
