@@ -521,14 +521,16 @@ def postgres_restart_at_ingestion(stack: Stack, owner) -> Row:
 def delivered_twice(stack: Stack, owner) -> Row:
     from workers.tasks import experiment_execute
 
+    # Sent while the first run is under way, with both runs' load still ahead (24 prompts of
+    # 64 tokens each), so that the second delivery reaches the idle worker while the
+    # experiment is held even on a loaded host. The second worker starts only then: started
+    # before, it may take the first delivery itself (the broker hands a message to either idle
+    # worker), and its log would never say it found a holder.
+    experiment = submit(owner, num_prompts=24, max_tokens=64)
+    running_run(experiment)
+    mark = LogMark(stack, "worker-cpu2")
     stack.worker_start("cpu2")
     try:
-        # Sent while the first run is under way, with both runs' load still ahead (12 prompts of
-        # 64 tokens each), so that the second delivery reaches the idle worker while the
-        # experiment is held even on a loaded host.
-        experiment = submit(owner, max_tokens=64)
-        running_run(experiment)
-        mark = LogMark(stack, "worker-cpu2")
         experiment_execute.apply_async(args=[experiment.id], queue="cpu")
         sent = time.monotonic()
         held, ended = "held by another live worker", f"experiment {experiment.id} is finished; nothing to do"
@@ -590,6 +592,42 @@ def cancel_mid_run(stack: Stack, owner) -> Row:
     )
 
 
+def cancel_during_start(stack: Stack, owner) -> Row:
+    from experiments import services
+    from experiments.models import Run
+
+    experiment = submit(owner)
+    server_dir = Path(stack.env["SPECDASH_DATA_DIR"]) / "server-pids"
+    wait_for(lambda: list(server_dir.glob("*/*.pid")), timeout_s=120, what="a server starting", every_s=0.1)
+    pgid = server_pgid(stack)
+    time.sleep(10)  # into the start: Python imported, the engine loading (a start takes 25-60 s here)
+    # Still loading: no run has begun its load.
+    started_load = experiment.runs.filter(status=Run.Status.RUNNING, requests_done__gt=0).exists()
+    services.experiment_cancel(experiment=experiment, by=owner)
+    cancelled = time.monotonic()
+    wait_for(
+        lambda: subprocess.run(["pgrep", "-g", str(pgid)], capture_output=True).returncode != 0,
+        timeout_s=60,
+        what="the starting server stopped",
+        every_s=0.1,
+    )
+    stopped = time.monotonic()
+    finished(experiment)
+    seen = (
+        "NOT TESTED: the server was healthy and measuring before the cancel"
+        if started_load
+        else "the server that was still loading stopped, no run measured"
+    )
+    return row(
+        "cancellation while the server starts",
+        "experiment cancelled while its first vLLM server loads",
+        experiment,
+        cancelled,
+        stopped,
+        seen,
+    )
+
+
 def web_restart_while_polling(stack: Stack, owner) -> Row:
     experiment = submit(owner)
     browser = Browser(stack.url)
@@ -634,6 +672,7 @@ SCENARIOS = {
     "postgres-restart": postgres_restart_at_ingestion,
     "delivered-twice": delivered_twice,
     "cancel": cancel_mid_run,
+    "cancel-during-start": cancel_during_start,
     "web-restart": web_restart_while_polling,
 }
 
