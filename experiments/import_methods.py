@@ -21,9 +21,10 @@ from dataclasses import replace
 
 from experiments import json_input, text_rules
 from experiments.bench_files import MAX_FILES, MAX_LABEL_CHARS, BenchFile, BenchFileRefused, StatedMethod
-from experiments.limits import MAX_LOOKUP, MAX_SPECULATIVE_TOKENS
-from experiments.model_paths import model_path_refusal
+from experiments.limits import MAX_SPECULATIVE_TOKENS
 from experiments.models import Arm
+from experiments.speculative_configs import config_params as _params
+from experiments.speculative_configs import config_problem, is_k
 
 # Words in a label that name a method, the more specific first.
 LABEL_METHODS = (
@@ -37,60 +38,6 @@ METHODS_HINT = (
     "Say which method such files ran, one line per label (or per file name for a file without a label): "
     "“label = method k”, or “label = {speculative config}”."
 )
-
-
-# ---------------------------------------------------------------- a speculative config
-
-
-def config_problem(config) -> str | None:
-    """What makes a decoded speculative config one specdash does not run, or None. The keys
-    are the ones the experiment form sets (Arm.PARAM_KEYS: every other vLLM key, such as
-    trust_remote_code, is refused), with the form's bounds, and a path passes the installation's
-    model rule (experiments/model_paths.py) as one typed into the form does."""
-    if not isinstance(config, dict):
-        return "it is not a JSON object"
-    problem = json_input.problem(config)
-    if problem:
-        return f"it holds {problem}"
-    method, k = config.get("method"), config.get("num_speculative_tokens")
-    if method not in Arm.PARAM_KEYS:
-        return f"its method must be one of {', '.join(Arm.PARAM_KEYS)}, not {json.dumps(method)[:40]}"
-    if not _is_k(k):
-        return f"its num_speculative_tokens must be a whole number from 1 to {MAX_SPECULATIVE_TOKENS}"
-    unknown = sorted(set(_params(config)) - set(Arm.PARAM_KEYS[method]))
-    if unknown:
-        return f"specdash does not pass {', '.join(unknown)} to vLLM for {method} (it sets {_keys(method)})"
-    return _params_problem(method, _params(config))
-
-
-def _is_k(k) -> bool:
-    return isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= MAX_SPECULATIVE_TOKENS
-
-
-def _params(config: dict) -> dict:
-    return {key: value for key, value in config.items() if key not in ("method", "num_speculative_tokens")}
-
-
-def _keys(method: str) -> str:
-    return ", ".join(("method", "num_speculative_tokens", *Arm.PARAM_KEYS[method]))
-
-
-def _params_problem(method: str, params: dict) -> str | None:
-    missing = [key for key in Arm.PARAM_KEYS[method] if key not in params]
-    if missing:
-        return f"{method} needs {', '.join(missing)}"
-    if method == Arm.Method.NGRAM:
-        low, high = params["prompt_lookup_min"], params["prompt_lookup_max"]
-        if not all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_LOOKUP for v in (low, high)):
-            return f"prompt_lookup_min and prompt_lookup_max must be whole numbers from 1 to {MAX_LOOKUP}"
-        return f"prompt_lookup_min ({low}) exceeds prompt_lookup_max ({high})" if low > high else None
-    if "model" in params:
-        model = params["model"]
-        if not isinstance(model, str) or not model.strip() or text_rules.control_char(model):
-            return "its model must be a path without control characters"
-        refusal = model_path_refusal(model)
-        return f"its model {model[:80]!r}: {refusal}" if refusal else None
-    return None
 
 
 def _decoded_config(text: str) -> tuple[dict | None, str | None]:
@@ -169,7 +116,7 @@ def _short_form(where: str, key: str, value: str) -> tuple[str, int]:
     method, k = parts
     if method not in Arm.PARAM_KEYS:
         raise BenchFileRefused(f"Methods, {where}: the method of “{key}” must be one of {methods}, not “{method}”.")
-    if not k.isdigit() or not _is_k(int(k)):
+    if not k.isdigit() or not is_k(int(k)):
         raise BenchFileRefused(
             f"Methods, {where}: k for “{key}” must be a whole number from 1 to {MAX_SPECULATIVE_TOKENS}, not “{k}”."
         )

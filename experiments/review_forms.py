@@ -10,6 +10,7 @@ from experiments.decisions import DecisionSpec
 from experiments.forms import reject_controls_multiline
 from experiments.models import Arm, Decision, Experiment, SpeedupEstimate
 from experiments.results import SPEEDUP_METRICS
+from experiments.speculative_configs import config_problem
 
 
 class CommentForm(forms.Form):
@@ -113,6 +114,14 @@ class DecisionForm(forms.Form):
                 self.add_error("max_concurrency", "A deploy decision says up to which concurrency.")
         if arm is not None and evidence and arm.experiment_id not in {e.id for e in evidence}:
             self.add_error("arm", f"The arm comes from #{arm.experiment_id}, which is not cited.")
+        if kind == Decision.Kind.DEPLOY and arm is not None:
+            problem = config_problem(arm.speculative_config())
+            if problem:
+                # An imported arm whose method came from its label has no settings to deploy.
+                self.add_error(
+                    "arm", f"This arm's --speculative-config cannot go to production: {problem}. Deploy an arm that "
+                    "specdash ran, or import the files with their full speculative config.",
+                )  # fmt: skip
         self._check_measured(cleaned)
         return cleaned
 

@@ -263,3 +263,34 @@ def test_the_apis_oversized_body_and_server_errors_are_json(user, monkeypatch, s
 def test_the_token_page_is_never_cached(logged_in_client):
     response = logged_in_client.get(reverse("api:token"))
     assert "no-store" in response["Cache-Control"]
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        (
+            {"prompt_lookup_min": 2, "prompt_lookup_max": 4, "trust_remote_code": True},
+            "does not pass trust_remote_code",
+        ),
+        ({}, "ngram needs prompt_lookup_min, prompt_lookup_max"),  # an import whose method came from its label
+    ],
+)
+def test_a_deploy_decision_carries_only_a_config_that_passes_the_rule(logged_in_client, params, message):
+    """An arm stored before the rule (an import kept any keys) or without settings (its method
+    read from a label) cannot become the config a team copies into production."""
+    from experiments.models import Decision
+    from tests.factories import seed_finished_experiment
+
+    evidence = seed_finished_experiment(name="evidence")
+    arm = evidence.arms.get(label="n-gram k=4")
+    Arm.objects.filter(pk=arm.pk).update(params=params)
+    form = {
+        "service": "chat", "kind": "deploy", "evidence": [evidence.pk], "arm": arm.pk, "max_concurrency": "4",
+        "metric": "tpot", "rationale": "Faster.",
+    }  # fmt: skip
+    response = logged_in_client.post(f"{reverse('experiments:decision_new')}?experiments={evidence.pk}", form)
+    assert response.status_code == 400
+    (error,) = response.context["form"].errors["arm"]
+    assert "cannot go to production" in error
+    assert message in error
+    assert not Decision.objects.exists()
