@@ -25,7 +25,7 @@ def _errors(**overrides) -> dict:
 def test_a_concurrency_of_five_thousand_digits_is_a_form_message_not_a_500(logged_in_client, celery_dispatch):
     response = logged_in_client.post(reverse("experiments:create"), form_data(concurrency_levels="9" * 5000))
 
-    assert response.status_code == 200
+    assert response.status_code == 400
     assert "Concurrency must be at most 1024" in response.text
     assert not Experiment.objects.exists()
 
@@ -126,7 +126,7 @@ def test_a_huge_total_forms_builds_no_more_than_the_arm_limit(logged_in_client, 
     assert not formset.is_valid()
 
     response = logged_in_client.post(reverse("experiments:create"), data)
-    assert response.status_code == 200
+    assert response.status_code == 400
     assert len(response.content) < 400_000
     assert not Experiment.objects.exists()
 
