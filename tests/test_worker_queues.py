@@ -174,7 +174,7 @@ def test_a_queue_with_a_live_worker_gets_no_notice(logged_in_client):
 def test_the_control_queue_is_refused(logged_in_client):
     response = logged_in_client.post(reverse("experiments:create"), form_data(worker_queue="control"))
 
-    assert response.status_code == 200
+    assert response.status_code == 400
     assert "is the queue of the reaper and the dispatcher" in response.text
     assert not Experiment.objects.exists()
 
