@@ -27,7 +27,10 @@ PHASE_RULES takes the time.
 
 Checked on vLLM 0.32's CPU build with the demo pair (n-gram, draft model and plain
 decoding). The GPU timeline's names are vLLM's documented mirror of the host scopes; no
-CUDA trace was read here.
+CUDA trace was read here. The scopes are the V1 model runner's (v1/worker/gpu_model_runner.py);
+vLLM 0.32's V2 runner (v1/worker/gpu/), its default where Triton is present, records none, so
+a trace with steps and no phase scope is refused as "not split on this model runner" rather
+than read as 100 % other.
 
 Django-free, so it can be checked on hand-made traces.
 """
@@ -162,4 +165,11 @@ def summarise_files(paths: Iterable[Path]) -> TraceSummary:
     total = TraceSummary()
     for path in paths:
         total.add(summarise_events(read_trace(path)))
+    if not total.scope_ms:
+        # Not "100 % other": the runner named no phase, so nothing says where the time went.
+        raise TraceError(
+            f"not split on this model runner: the traces hold {total.steps} engine steps but none of the phase "
+            "scopes vLLM's V1 model runner records (gpu_model_runner: forward, sample, draft); vLLM 0.32's V2 runner, "
+            "its default on GPU hosts with Triton, records none"
+        )
     return total

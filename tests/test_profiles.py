@@ -80,6 +80,19 @@ def test_a_trace_without_steps_is_refused():
         profiles.summarise_events([scope("gpu_model_runner: forward", 0, 5)])
 
 
+def test_traces_of_steps_without_phase_scopes_are_not_split(tmp_path):
+    """What vLLM 0.32's V2 model runner leaves: engine steps, no gpu_model_runner scopes."""
+    events = [
+        scope("execute_context_1(8)_generation_0(0)", 0, 10),
+        scope("execute_context_0(0)_generation_1(5)", 30, 8),
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 2, "dur": 3},
+    ]
+    trace = tmp_path / "a_rank0.pt.trace.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    with pytest.raises(profiles.TraceError, match="not split on this model runner: the traces hold 2 engine steps"):
+        profiles.summarise_files([trace])
+
+
 def test_files_of_several_workers_add_up(tmp_path):
     first, second = tmp_path / "a_rank0.pt.trace.json.gz", tmp_path / "a_rank1.pt.trace.json"
     with gzip.open(first, "wt") as trace:

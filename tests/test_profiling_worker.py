@@ -1,6 +1,7 @@
 """The worker's side of profiled intervals (workers/profiling.py): which sessions profile,
 with which prompts and server arguments, and what a failed interval records."""
 
+import gzip
 import json
 
 import pytest
@@ -39,7 +40,7 @@ def test_the_server_writes_gzipped_engine_traces_without_stacks(tmp_path):
     assert flag == "--profiler-config"
     assert json.loads(config) == {
         "profiler": "torch", "torch_profiler_dir": str(tmp_path), "ignore_frontend": True,
-        "torch_profiler_with_stack": False,
+        "torch_profiler_with_stack": False, "torch_profiler_dump_cuda_time_total": False,
     }  # fmt: skip
 
 
@@ -59,3 +60,22 @@ def test_an_interval_that_fails_is_recorded_with_its_error(monkeypatch, settings
     # A retried session does not profile the level again.
     profiling.session_profile("http://127.0.0.1:9", experiment, arm, [2], ["a"])
     assert ProfiledInterval.objects.filter(arm=arm).count() == 1
+
+
+def test_an_interval_on_a_runner_without_phase_scopes_says_it_is_not_split(monkeypatch, settings, tmp_path):
+    settings.DATA_DIR = tmp_path
+    experiment = ExperimentFactory(profile_intervals=True, warmup_requests=0)
+    arm = ArmFactory(experiment=experiment)
+    directory = profiling.profile_dir(experiment, arm)
+
+    def steps_only(base_url, *, prefix, load_args):
+        directory.mkdir(parents=True)
+        step = {"ph": "X", "cat": "user_annotation", "name": "execute_context_0(0)_generation_1(1)", "ts": 0, "dur": 9}
+        with gzip.open(directory / f"{prefix}_rank0.pt.trace.json.gz", "wt") as trace:
+            json.dump({"traceEvents": [step]}, trace)
+
+    monkeypatch.setattr(profiling, "profiled_load", steps_only)
+    profiling.session_profile("http://127.0.0.1:9", experiment, arm, [1], ["a", "b", "c", "d"])
+    interval = ProfiledInterval.objects.get(arm=arm)
+    assert interval.error.startswith("not split on this model runner: the traces hold 1 engine steps")
+    assert interval.share_other is None

@@ -103,6 +103,10 @@ def interval_profile(base_url: str, experiment: Experiment, arm: Arm, level: int
         if not files:
             raise FileNotFoundError(f"vLLM wrote no trace named {prefix}_* into {directory}")
         summary = profiles.summarise_files(files)
+    except profiles.TraceError as exc:  # the trace says why it cannot be split: that is the whole message
+        logger.warning("profiled interval of %s at %d: %s", arm, level, exc)
+        services.profiled_interval_record(**record, requests=len(chosen), error=str(exc))
+        return
     except Exception as exc:
         logger.exception("profiled interval of %s at %d failed", arm, level)
         services.profiled_interval_record(**record, requests=len(chosen), error=f"{type(exc).__name__}: {exc}")

@@ -117,6 +117,8 @@ def profiler_args(profile_dir: Path) -> list[str]:
         "torch_profiler_dir": str(profile_dir),
         "ignore_frontend": True,
         "torch_profiler_with_stack": False,
+        # On by default: a CUDA time table printed at /stop_profile, which nothing here reads.
+        "torch_profiler_dump_cuda_time_total": False,
     }
     return ["--profiler-config", json.dumps(config, sort_keys=True)]
 
