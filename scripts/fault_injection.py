@@ -263,6 +263,16 @@ def pool_child(stack: Stack, name: str = "worker-cpu") -> int:
     return int(children.stdout.split()[0])
 
 
+def group_gone(pgid: int, *, what: str) -> None:
+    """Wait until no process of the group `pgid` is left (a stopped vLLM server: all of it)."""
+    wait_for(
+        lambda: subprocess.run(["pgrep", "-g", str(pgid)], capture_output=True).returncode != 0,
+        timeout_s=60,
+        what=what,
+        every_s=0.1,
+    )
+
+
 def server_pgid(stack: Stack) -> int:
     pids = list((Path(stack.env["SPECDASH_DATA_DIR"]) / "server-pids").glob("*/*.pid"))
     return int(pids[0].stem)
@@ -574,11 +584,7 @@ def cancel_mid_run(stack: Stack, owner) -> Row:
     pgid = server_pgid(stack)
     services.experiment_cancel(experiment=experiment, by=owner)
     cancelled = time.monotonic()
-    wait_for(
-        lambda: subprocess.run(["pgrep", "-g", str(pgid)], capture_output=True).returncode != 0,
-        timeout_s=60,
-        what="the server stopped",
-    )
+    group_gone(pgid, what="the server stopped")
     stopped = time.monotonic()
     finished(experiment)
     kept = RequestRecord.objects.filter(run__experiment=experiment, run__status=Run.Status.SUCCEEDED).count()
@@ -605,12 +611,7 @@ def cancel_during_start(stack: Stack, owner) -> Row:
     started_load = experiment.runs.filter(status=Run.Status.RUNNING, requests_done__gt=0).exists()
     services.experiment_cancel(experiment=experiment, by=owner)
     cancelled = time.monotonic()
-    wait_for(
-        lambda: subprocess.run(["pgrep", "-g", str(pgid)], capture_output=True).returncode != 0,
-        timeout_s=60,
-        what="the starting server stopped",
-        every_s=0.1,
-    )
+    group_gone(pgid, what="the starting server stopped")
     stopped = time.monotonic()
     finished(experiment)
     seen = (
