@@ -48,13 +48,51 @@ class ReadOnlyAdmin(TeamAdmin):
 
 class ArmInline(admin.TabularInline):
     model = Arm
-    fields = ["position", "label", "method", "num_speculative_tokens", "params"]
-    readonly_fields = fields
+    fields = readonly_fields = ("position", "label", "method", "num_speculative_tokens", "params")
     extra = 0
     can_delete = False
 
     def has_add_permission(self, request, obj=None):
         return False
+
+
+# Only the wording of an experiment may change in the admin: the protocol is what the results
+# were measured under.
+EXPERIMENT_RECORDED_FIELDS = [
+    "owner",
+    "team",
+    "status",
+    "created_at",
+    "started_at",
+    "finished_at",
+    "target_model",
+    "worker_queue",
+    "dtype",
+    "max_model_len",
+    "workload_kind",
+    "prompt_set",
+    "prompt_set_hash",
+    "synthetic_input_len",
+    "num_prompts",
+    "max_tokens",
+    "ignore_eos",
+    "temperature",
+    "top_p",
+    "seed",
+    "concurrency_levels",
+    "repetitions",
+    "warmup_requests",
+    "request_rate",
+    "slo_ttft_ms",
+    "slo_tpot_ms",
+    "slo_e2e_ms",
+    "requested_vllm_version",
+    "vllm_versions",
+    "hardware",
+    "origin",
+    "origin_kind",
+    "cancelled_by",
+]
 
 
 @admin.register(Experiment)
@@ -65,45 +103,8 @@ class ExperimentAdmin(TeamAdmin):
     list_select_related = ["owner"]
     date_hierarchy = "created_at"
     inlines = [ArmInline]
-    # Only the wording may change: the protocol is what the results were measured under.
-    fields = [
-        "name",
-        "description",
-        "owner",
-        "team",
-        "status",
-        "created_at",
-        "started_at",
-        "finished_at",
-        "target_model",
-        "worker_queue",
-        "dtype",
-        "max_model_len",
-        "workload_kind",
-        "prompt_set",
-        "prompt_set_hash",
-        "synthetic_input_len",
-        "num_prompts",
-        "max_tokens",
-        "ignore_eos",
-        "temperature",
-        "top_p",
-        "seed",
-        "concurrency_levels",
-        "repetitions",
-        "warmup_requests",
-        "request_rate",
-        "slo_ttft_ms",
-        "slo_tpot_ms",
-        "slo_e2e_ms",
-        "requested_vllm_version",
-        "vllm_versions",
-        "hardware",
-        "origin",
-        "origin_kind",
-        "cancelled_by",
-    ]
-    readonly_fields = [name for name in fields if name not in ("name", "description")] + ["origin_elsewhere"]
+    fields = ["name", "description", *EXPERIMENT_RECORDED_FIELDS]
+    readonly_fields = [*EXPERIMENT_RECORDED_FIELDS, "origin_elsewhere"]
 
     def get_fields(self, request, obj=None):
         """The origin is named only to those who may see it: a member of two teams can re-run
@@ -223,14 +224,12 @@ class RecordInline(admin.TabularInline):
 
 class DecisionEvidenceInline(RecordInline):
     model = DecisionEvidence
-    fields = ["experiment", "verdicts"]
-    readonly_fields = fields
+    fields = readonly_fields = ("experiment", "verdicts")
 
 
 class DecisionEventInline(RecordInline):
     model = DecisionEvent
-    fields = ["at", "actor", "action", "version", "changes", "note"]
-    readonly_fields = fields
+    fields = readonly_fields = ("at", "actor", "action", "version", "changes", "note")
 
 
 @admin.register(Decision)

@@ -24,7 +24,7 @@ from experiments.models import Submission
 
 FIELD = "submission_key"
 HEADER = "Idempotency-Key"
-MAX_KEY_CHARS = Submission._meta.get_field("key").max_length
+MAX_KEY_CHARS = Submission.KEY_CHARS
 
 
 def new_key() -> str:

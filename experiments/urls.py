@@ -1,22 +1,27 @@
 from django.urls import path, re_path
 
-from experiments import decision_views, import_views, prompt_set_views, views
+from experiments.definition import views as definition_views
+from experiments.imports import views as import_views
+from experiments.prompt_sets import views as prompt_set_views
+from experiments.results import views as results_views
+from experiments.review import decision_views
+from experiments.review import views as review_views
 
 app_name = "experiments"
 
 urlpatterns = [
-    path("", views.experiment_list, name="list"),
-    path("experiments/new/", views.experiment_create, name="create"),
+    path("", review_views.experiment_list, name="list"),
+    path("experiments/new/", definition_views.experiment_create, name="create"),
     path("experiments/import/", import_views.experiment_import, name="import"),
     path("prompt-sets/", prompt_set_views.prompt_set_list, name="prompt_sets"),
     path("prompt-sets/<int:pk>/", prompt_set_views.prompt_set_detail, name="prompt_set"),
-    path("compare/", views.experiment_compare, name="compare"),
-    path("experiments/<int:pk>/", views.experiment_detail, name="detail"),
-    path("experiments/<int:pk>/progress/", views.experiment_progress, name="progress"),
-    path("experiments/<int:pk>/rerun/", views.experiment_rerun, name="rerun"),
-    path("experiments/<int:pk>/clone/", views.experiment_clone, name="clone"),
-    path("experiments/<int:pk>/cancel/", views.experiment_cancel, name="cancel"),
-    path("experiments/<int:pk>/comments/", views.comment_add, name="comment"),
+    path("compare/", review_views.experiment_compare, name="compare"),
+    path("experiments/<int:pk>/", results_views.experiment_detail, name="detail"),
+    path("experiments/<int:pk>/progress/", results_views.experiment_progress, name="progress"),
+    path("experiments/<int:pk>/rerun/", definition_views.experiment_rerun, name="rerun"),
+    path("experiments/<int:pk>/clone/", definition_views.experiment_clone, name="clone"),
+    path("experiments/<int:pk>/cancel/", definition_views.experiment_cancel, name="cancel"),
+    path("experiments/<int:pk>/comments/", review_views.comment_add, name="comment"),
     path("decisions/", decision_views.decision_list, name="decisions"),
     path("decisions/new/", decision_views.decision_new, name="decision_new"),
     path("decisions/<int:pk>/", decision_views.decision_detail, name="decision"),
@@ -28,25 +33,25 @@ urlpatterns = [
     ),
     path(
         "experiments/<int:pk>/download/summaries.csv",
-        views.experiment_download,
+        results_views.experiment_download,
         {"table": "summaries", "fmt": "csv"},
         name="summaries_csv",
     ),
     path(
         "experiments/<int:pk>/download/summaries.json",
-        views.experiment_download,
+        results_views.experiment_download,
         {"table": "summaries", "fmt": "json"},
         name="summaries_json",
     ),
     path(
         "experiments/<int:pk>/download/requests.csv",
-        views.experiment_download,
+        results_views.experiment_download,
         {"table": "requests", "fmt": "csv"},
         name="requests_csv",
     ),
     path(
         "experiments/<int:pk>/download/requests.json",
-        views.experiment_download,
+        results_views.experiment_download,
         {"table": "requests", "fmt": "json"},
         name="requests_json",
     ),

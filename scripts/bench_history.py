@@ -44,7 +44,8 @@ from django.test import Client, override_settings  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
 from django.urls import reverse  # noqa: E402
 
-from experiments import teams, verdicts  # noqa: E402
+from experiments import teams  # noqa: E402
+from experiments.measurement import verdicts  # noqa: E402
 from experiments.models import (  # noqa: E402
     Arm,
     Decision,

@@ -32,8 +32,8 @@ from django.contrib.auth import get_user_model  # noqa: E402
 from django.db import transaction  # noqa: E402
 
 from experiments import teams  # noqa: E402
+from experiments.measurement.packed import FLOAT64, UINT32  # noqa: E402
 from experiments.models import Arm, Experiment, Run  # noqa: E402
-from experiments.packed import FLOAT64, UINT32  # noqa: E402
 from tests.factories import recorded, simulated_decoding, spec_counters  # noqa: E402
 from workers.ingest import _copy_requests, ingest_run  # noqa: E402
 from workers.loadgen import LoadResult, RequestResult  # noqa: E402

@@ -25,7 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from experiments.workloads import builtin_prompt_sets  # noqa: E402
+from experiments.prompts.catalog import builtin_prompt_sets  # noqa: E402
 
 METRIC_LINE = re.compile(r"^(vllm:spec_decode_[a-z_]+)(\{[^}]*\})? ([0-9.eE+-]+)$")
 POSITION_LABEL = re.compile(r'position="(\d+)"')

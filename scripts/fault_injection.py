@@ -213,15 +213,15 @@ def django_setup(stack: Stack) -> None:
 
 def submit(owner, **overrides):
     """A small experiment on the demo target: the baseline at levels 1 and 2, one block."""
-    from experiments import services
-    from experiments.workloads import prompt_set_hash
+    from experiments.definition import services as definition
+    from experiments.prompts.catalog import prompt_set_hash
 
     fields = {
         "name": "fault", "target_model": str(MODELS / "target"), "dtype": "float32", "max_model_len": 512,
         "prompt_set": "code_edit", "prompt_set_hash": prompt_set_hash("code_edit"), "num_prompts": 12,
         "max_tokens": 32, "concurrency_levels": [1, 2], "repetitions": 1, "warmup_requests": 1,
     }  # fmt: skip
-    return services.experiment_create(owner=owner, arms=[], **fields | overrides)
+    return definition.experiment_create(owner=owner, arms=[], **fields | overrides)
 
 
 def counts(experiment) -> tuple[int, int]:
@@ -568,7 +568,7 @@ def delivered_twice(stack: Stack, owner) -> Row:
 
 
 def cancel_mid_run(stack: Stack, owner) -> Row:
-    from experiments import services
+    from experiments.execution import services as execution
     from experiments.models import RequestRecord, Run
 
     # Cancelled during the second run, so that the first one's results are there to keep;
@@ -582,7 +582,7 @@ def cancel_mid_run(stack: Stack, owner) -> Row:
     )
     running_run(experiment)
     pgid = server_pgid(stack)
-    services.experiment_cancel(experiment=experiment, by=owner)
+    execution.experiment_cancel(experiment=experiment, by=owner)
     cancelled = time.monotonic()
     group_gone(pgid, what="the server stopped")
     stopped = time.monotonic()
@@ -599,7 +599,7 @@ def cancel_mid_run(stack: Stack, owner) -> Row:
 
 
 def cancel_during_start(stack: Stack, owner) -> Row:
-    from experiments import services
+    from experiments.execution import services as execution
     from experiments.models import Run
 
     experiment = submit(owner)
@@ -609,7 +609,7 @@ def cancel_during_start(stack: Stack, owner) -> Row:
     time.sleep(10)  # into the start: Python imported, the engine loading (a start takes 25-60 s here)
     # Still loading: no run has begun its load.
     started_load = experiment.runs.filter(status=Run.Status.RUNNING, requests_done__gt=0).exists()
-    services.experiment_cancel(experiment=experiment, by=owner)
+    execution.experiment_cancel(experiment=experiment, by=owner)
     cancelled = time.monotonic()
     group_gone(pgid, what="the starting server stopped")
     stopped = time.monotonic()

@@ -137,7 +137,7 @@ AXES_IPWARE_META_PRECEDENCE_ORDER = ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"] if B
 
 # Content-Security-Policy (django-csp): scripts, styles and data from this origin only. The
 # experiment page's arm swatches carry their colour in a style attribute: that view allows
-# exactly those values by hash (experiments/views.py).
+# exactly those values by hash (experiments/results/views.py).
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
         "default-src": ["'self'"],
@@ -186,10 +186,10 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "cpu"
 # An experiment's task holds its message unacknowledged until it ends; Redis hands it out
 # again after this long. The experiment form refuses an experiment whose time limit
-# (experiments/limits.py) is longer, so a live task is never delivered twice.
+# (experiments/measurement/limits.py) is longer, so a live task is never delivered twice.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("SPECDASH_VISIBILITY_TIMEOUT_S", 24 * 3600)}
 # Submitting while Redis is down: a few quick tries, then the experiment waits, saved, for
-# the periodic dispatcher (experiments/dispatch.py) instead of holding the page.
+# the periodic dispatcher (experiments/execution/dispatch.py) instead of holding the page.
 CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.5, "interval_max": 0.5}
 CELERY_BROKER_CONNECTION_TIMEOUT = 2.0
 # The reaper and the dispatcher have a queue and a worker process of their own (./dev).
@@ -200,7 +200,7 @@ CELERY_TASK_ROUTES = {
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_IGNORE_RESULT = True
 
-# Which queues have live workers (experiments/worker_queues.py) is kept a few seconds per web
+# Which queues have live workers (experiments/execution/worker_queues.py) is kept a few seconds per web
 # process: a few seconds' staleness is harmless there, and a process-local cache still works
 # while Redis is down, which is when the form must say it cannot tell.
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
@@ -209,7 +209,7 @@ CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"
 SPECDASH_VLLM_PYTHON = env_str("SPECDASH_VLLM_PYTHON", str(BASE_DIR / ".venv-vllm" / "bin" / "python"))
 SPECDASH_MODELS_DIR = Path(env_str("SPECDASH_MODELS_DIR", str(DATA_DIR / "models")))
 SPECDASH_SERVER_START_TIMEOUT_S = env_float("SPECDASH_SERVER_START_TIMEOUT_S", 300.0)
-# A run's time limit allows this long per generated token (experiments/limits.py): generous
+# A run's time limit allows this long per generated token (experiments/measurement/limits.py): generous
 # for a CPU host; a GPU pool can lower it to admit longer experiments.
 SPECDASH_RUN_SECONDS_PER_TOKEN = env_float("SPECDASH_RUN_SECONDS_PER_TOKEN", 0.25)
 # A worker process beats every second; one silent this long is dead (workers/liveness.py).

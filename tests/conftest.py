@@ -36,13 +36,13 @@ def logged_in_client(client, user):
 @pytest.fixture
 def celery_dispatch():
     """Replace the Celery dispatch that experiment_create schedules on commit; yields the mock."""
-    from workers import tasks
+    from experiments.execution import dispatch
 
-    with mock.patch.object(tasks.experiment_execute, "apply_async") as apply_async:
-        yield apply_async
+    with mock.patch.object(dispatch, "task_send") as send:
+        yield send
 
 
-# What Celery's remote control answers in tests (experiments/worker_queues.py): one worker on
+# What Celery's remote control answers in tests (experiments/execution/worker_queues.py): one worker on
 # the `cpu` queue, the queue the factories and the form use.
 LIVE_CPU_WORKER = (
     {"cpu@test-host": [{"name": "cpu"}]},
@@ -57,7 +57,7 @@ def live_workers(monkeypatch):
     through the mock's return_value or side_effect."""
     from django.core.cache import cache
 
-    from experiments import worker_queues
+    from experiments.execution import worker_queues
 
     cache.clear()
     fake = mock.Mock(return_value=LIVE_CPU_WORKER)

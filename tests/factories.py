@@ -10,9 +10,12 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from experiments import services, stream_fidelity, teams
-from experiments.analysis import experiment_analyse
-from experiments.forms import ARM_FORMSET_PREFIX
+from experiments import lifecycle, teams
+from experiments.analysis.services import experiment_analyse
+from experiments.definition.forms import ARM_FORMSET_PREFIX
+from experiments.execution import services as execution
+from experiments.measurement import stream_fidelity
+from experiments.measurement.packed import FLOAT64, UINT16, UINT32
 from experiments.models import (
     Arm,
     EnvironmentSnapshot,
@@ -22,7 +25,6 @@ from experiments.models import (
     RunSummary,
     SpeedupEstimate,
 )
-from experiments.packed import FLOAT64, UINT16, UINT32
 from workers.ingest import ingest_run
 from workers.loadgen import LoadResult, RequestResult, stream_timing
 from workers.prom import SpecCounters
@@ -174,7 +176,7 @@ def _as_fields(factory_class, **overrides) -> dict:
 
 
 def experiment_fields(**overrides) -> dict:
-    """The fields services.experiment_create takes, as ExperimentFactory makes them."""
+    """The fields definition.experiment_create takes, as ExperimentFactory makes them."""
     fields = _as_fields(ExperimentFactory, owner=None, team=None, **overrides)
     del fields["owner"]
     if fields["team"] is None:
@@ -386,14 +388,14 @@ def complete_experiment(experiment: Experiment, *, seed: int, worker_host: str, 
     methods at their levels: every queued run succeeds with seeded results, then the
     experiment finishes as the worker would end it (analysis, decision check)."""
     rng = random.Random(seed)
-    services.experiment_mark_running(experiment=experiment)
+    execution.experiment_mark_running(experiment=experiment)
     for run in experiment.runs.select_related("arm").in_execution_order(server_per_block=True):
-        assert services.run_claim(run_id=run.id, worker_host=worker_host)
+        assert execution.run_claim(run_id=run.id, worker_host=worker_host)
         seed_run_results(
             run, rng, requests=experiment.num_prompts, output_tokens=experiment.max_tokens, host_name=worker_host,
             **environment,
         )  # fmt: skip
-        services.run_mark_succeeded(run_id=run.id)
-    services.experiment_finish(experiment=experiment)
+        execution.run_mark_succeeded(run_id=run.id)
+    lifecycle.experiment_finish(experiment=experiment)
     experiment.refresh_from_db()
     return experiment

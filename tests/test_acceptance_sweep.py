@@ -12,11 +12,22 @@ import pytest
 from django import forms as django_forms
 from django.urls import reverse
 
-from experiments import acceptance_sweep, analysis, history, services
-from experiments.acceptance_sweep import AT_OR_BELOW, BETWEEN, BEYOND, NO_POINTS, BreakEven, SweepPoint, break_even
+from experiments.analysis import acceptance_sweep
+from experiments.analysis import services as analysis
+from experiments.analysis.acceptance_sweep import (
+    AT_OR_BELOW,
+    BETWEEN,
+    BEYOND,
+    NO_POINTS,
+    BreakEven,
+    SweepPoint,
+    break_even,
+)
 from experiments.api.submission import spec_from_experiment, submission_from_spec
-from experiments.forms import ARM_FORMSET_PREFIX, ArmForm, ArmFormSet, ExperimentForm, parse_synthetic_sweep
+from experiments.definition import services as definition
+from experiments.definition.forms import ARM_FORMSET_PREFIX, ArmForm, ArmFormSet, ExperimentForm, parse_synthetic_sweep
 from experiments.models import Arm, ExperimentAnalysis, RequestRecord, Run, RunSummary, SpeedupEstimate
+from experiments.review import history
 from tests.factories import (
     NGRAM_ARM_FORM,
     RunFactory,
@@ -153,7 +164,7 @@ def test_the_api_spec_takes_the_sweep_as_a_list_and_gives_it_back(user, celery_d
     submission = submission_from_spec(spec, user=user)
     assert submission.arms[0].synthetic_sweep == (1.5, 2.5)
 
-    experiment = services.experiment_create(owner=user, arms=submission.arms, **submission.fields)
+    experiment = definition.experiment_create(owner=user, arms=submission.arms, **submission.fields)
 
     assert spec_from_experiment(experiment)["arms"][0]["synthetic_sweep"] == [1.5, 2.5]
 
@@ -164,11 +175,11 @@ def test_the_api_spec_takes_the_sweep_as_a_list_and_gives_it_back(user, celery_d
 @pytest.mark.django_db
 def test_the_sweep_adds_one_server_per_length_and_block_and_leaves_a_schedule_without_it_alone(user, celery_dispatch):
     fields = experiment_fields(concurrency_levels=[1, 4], repetitions=2, seed=7)
-    plain = services.experiment_create(
-        owner=user, arms=[services.ArmSpec(method="ngram", num_speculative_tokens=3)], **fields
+    plain = definition.experiment_create(
+        owner=user, arms=[definition.ArmSpec(method="ngram", num_speculative_tokens=3)], **fields
     )
-    swept = services.experiment_create(
-        owner=user, arms=[services.ArmSpec(method="ngram", num_speculative_tokens=3, synthetic_sweep=(1.5, 3.0))],
+    swept = definition.experiment_create(
+        owner=user, arms=[definition.ArmSpec(method="ngram", num_speculative_tokens=3, synthetic_sweep=(1.5, 3.0))],
         **fields,
     )  # fmt: skip
 

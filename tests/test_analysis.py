@@ -4,9 +4,9 @@ import struct
 
 import pytest
 
-from experiments.analysis import experiment_analyse
+from experiments.analysis.services import experiment_analyse
+from experiments.measurement.token_ids import pack_token_ids, unpack_token_ids
 from experiments.models import Arm, EnvironmentSnapshot, Experiment, RequestRecord, Run, RunSummary, SpeedupEstimate
-from experiments.tokens import pack_token_ids, unpack_token_ids
 from tests.factories import ArmFactory, ExperimentFactory, RequestRecordFactory, RunFactory, RunSummaryFactory
 
 pytestmark = pytest.mark.django_db

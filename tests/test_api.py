@@ -14,9 +14,9 @@ from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.renderers import OpenApiYamlRenderer
 from rest_framework.authtoken.models import Token
 
-from experiments.api import serializers as api_serializers
+from experiments.api import serializers
 from experiments.api.submission import spec_from_experiment
-from experiments.forms import ArmForm, ExperimentForm
+from experiments.definition.forms import ArmForm, ExperimentForm
 from experiments.models import Experiment, RequestRecord, Run
 from tests.factories import (
     DRAFT_ARM_FORM,
@@ -337,7 +337,7 @@ def test_request_rows_page_through_every_row_as_the_download_gives_them(api, log
 
     assert len(rows) == RequestRecord.objects.filter(run__experiment=finished).count() == len(download)
     assert rows == download
-    assert set(rows[0]) == set(api_serializers.RequestRowSerializer().fields)
+    assert set(rows[0]) == set(serializers.RequestRowSerializer().fields)
 
 
 def test_summary_rows_are_the_downloads(api, logged_in_client, finished):
@@ -349,7 +349,7 @@ def test_summary_rows_are_the_downloads(api, logged_in_client, finished):
 
     assert page["count"] == Run.objects.filter(experiment=finished).count()
     assert page["results"] == download
-    assert set(page["results"][0]) == set(api_serializers.SummaryRowSerializer().fields)
+    assert set(page["results"][0]) == set(serializers.SummaryRowSerializer().fields)
 
 
 def test_the_experiment_reads_back_as_a_spec_that_submits_again(api, celery_dispatch):

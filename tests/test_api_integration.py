@@ -13,7 +13,7 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
-from experiments import profiles
+from experiments.measurement import trace_shares
 from experiments.models import Arm, Experiment, ExperimentAnalysis, ProfiledInterval
 from scripts import specdash_client
 
@@ -103,7 +103,7 @@ def _check_profiled_intervals(experiment, html):
         assert (interval.concurrency, interval.requests, interval.completed) == (1, 4, 4)  # the measured prompts
         assert interval.steps > 0
         assert (settings.DATA_DIR / interval.trace_path).stat().st_size == interval.trace_bytes
-        shares = [getattr(interval, f"share_{phase}") for phase in profiles.PHASES]
+        shares = [getattr(interval, f"share_{phase}") for phase in trace_shares.PHASES]
         assert all(share >= 0 for share in shares)
         assert sum(shares) == pytest.approx(1.0, abs=1e-6)
         assert interval.share_verifying > 0

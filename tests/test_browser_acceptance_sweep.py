@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from experiments import acceptance_sweep
+from experiments.analysis import acceptance_sweep
 from tests.factories import seed_finished_experiment
 from tests.test_acceptance_sweep import _sweep_on
 from tests.test_browser_results import ARTIFACTS

@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 import pytest
 from django.conf import settings
 
-from experiments import services
+from experiments.definition import services as definition
+from experiments.execution import services as execution
 from experiments.models import Experiment, RequestRecord, Run
 from tests import test_runner
 from tests.factories import UserFactory
@@ -34,10 +35,10 @@ def _load_that_cancels(*, during_run: int, after_requests: int | None):
         measured = range(warmup, len(prompts))
         for done, _ in enumerate(measured, start=1):
             if len(loads) == during_run and done == after_requests:
-                services.experiment_cancel(experiment=experiment, by=experiment.owner)
+                execution.experiment_cancel(experiment=experiment, by=experiment.owner)
             on_request_done(done, len(measured))
         if len(loads) == during_run and after_requests is None:
-            services.experiment_cancel(experiment=experiment, by=experiment.owner)
+            execution.experiment_cancel(experiment=experiment, by=experiment.owner)
         now = datetime.now(UTC)
         requests = [
             RequestResult(
@@ -54,7 +55,7 @@ def _load_that_cancels(*, during_run: int, after_requests: int | None):
 @pytest.fixture
 def experiment(served, celery_dispatch, monkeypatch):
     monkeypatch.setattr(runner, "HEARTBEAT_EVERY_S", 0.0)
-    return services.experiment_create(
+    return definition.experiment_create(
         owner=UserFactory(username="owner"), arms=[test_runner.NGRAM], name="to cancel",
         target_model=str(settings.SPECDASH_MODELS_DIR / "target"),
         prompt_set="chat", num_prompts=6, max_tokens=8, concurrency_levels=[1, 2], repetitions=2, warmup_requests=1,
@@ -105,7 +106,7 @@ def test_a_cancel_while_a_server_starts_stops_it_before_it_is_healthy(served, ex
 
     def cancel_during_start(server):
         if len(served.servers) == 2:
-            services.experiment_cancel(experiment=experiment, by=experiment.owner)
+            execution.experiment_cancel(experiment=experiment, by=experiment.owner)
         return entered(server)
 
     monkeypatch.setattr(test_runner.FakeServer, "__enter__", cancel_during_start)
@@ -122,7 +123,7 @@ def test_a_cancel_while_a_server_starts_stops_it_before_it_is_healthy(served, ex
 
 
 def test_a_cancelled_experiment_starts_nothing(served, experiment):
-    services.experiment_cancel(experiment=experiment, by=experiment.owner)
+    execution.experiment_cancel(experiment=experiment, by=experiment.owner)
 
     experiment = _run(experiment)
 
@@ -132,10 +133,10 @@ def test_a_cancelled_experiment_starts_nothing(served, experiment):
 
 def test_a_heartbeat_says_when_the_run_is_no_longer_running(experiment):
     run = experiment.runs.first()
-    services.run_claim(run_id=run.id, worker_host="h")
+    execution.run_claim(run_id=run.id, worker_host="h")
 
-    assert services.run_heartbeat(run_id=run.id, requests_done=1, requests_total=5) is True
-    services.experiment_cancel(experiment=experiment, by=experiment.owner)
-    assert services.run_heartbeat(run_id=run.id, requests_done=2, requests_total=5) is False
+    assert execution.run_heartbeat(run_id=run.id, requests_done=1, requests_total=5) is True
+    execution.experiment_cancel(experiment=experiment, by=experiment.owner)
+    assert execution.run_heartbeat(run_id=run.id, requests_done=2, requests_total=5) is False
     run.refresh_from_db()
     assert (run.status, run.requests_done) == (Run.Status.CANCELLED, 1)

@@ -6,8 +6,9 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
-from experiments import capacity, results
+from experiments.analysis import capacity
 from experiments.models import RunSummary
+from experiments.results import block as results
 from tests.factories import seed_finished_experiment
 from tests.test_results_page import _page, _tables
 

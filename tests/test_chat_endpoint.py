@@ -8,9 +8,9 @@ import pytest
 from aiohttp import web
 from django.urls import reverse
 
-from experiments import workloads
-from experiments.comparison import protocol_of
 from experiments.models import Arm, Experiment
+from experiments.prompts import catalog
+from experiments.review.comparison import protocol_of
 from tests.factories import ArmFactory, ExperimentFactory, form_data
 from tests.test_prompt_sets import _stored
 from workers import chat_template, runner
@@ -99,11 +99,11 @@ def test_chat_streams_are_measured_like_completions():
 def test_the_chat_endpoint_sends_a_built_in_prompt_as_one_user_message():
     experiment = ExperimentFactory(endpoint=Experiment.Endpoint.CHAT, prompt_set="chat", num_prompts=3)
 
-    requests = workloads.experiment_requests(experiment)
+    requests = catalog.experiment_requests(experiment)
 
-    prompts = workloads.experiment_prompts(experiment)
+    prompts = catalog.experiment_prompts(experiment)
     assert requests == [[{"role": "user", "content": prompt}] for prompt in prompts]
-    assert workloads.experiment_requests(ExperimentFactory(prompt_set="chat", num_prompts=3)) == prompts
+    assert catalog.experiment_requests(ExperimentFactory(prompt_set="chat", num_prompts=3)) == prompts
 
 
 @pytest.mark.django_db
@@ -115,7 +115,7 @@ def test_an_uploaded_chat_set_sends_its_own_messages(user):
         uploaded_prompt_set=prompt_set, num_prompts=3, warmup_requests=1,
     )  # fmt: skip
 
-    requests = workloads.experiment_requests(experiment)
+    requests = catalog.experiment_requests(experiment)
 
     assert requests == [record["messages"] for record in chat[:4]]
     assert not any("chat template" in warning for warning in experiment.protocol_warnings())

@@ -7,8 +7,8 @@ import json
 import pytest
 from django.urls import reverse
 
-from experiments import comparison
 from experiments.models import EnvironmentSnapshot, SpeedupEstimate
+from experiments.review import comparison
 from tests.factories import seed_finished_experiment
 
 pytestmark = pytest.mark.django_db

@@ -9,9 +9,10 @@ from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from experiments import decisions, services
-from experiments.decisions import DecisionSpec, contradiction
+from experiments import lifecycle
 from experiments.models import Decision, DecisionEvent, Experiment, IllegalTransition, SpeedupEstimate
+from experiments.review import services as decisions
+from experiments.review.services import DecisionSpec, contradiction
 from tests.factories import UserFactory, seed_finished_experiment
 
 pytestmark = pytest.mark.django_db
@@ -312,7 +313,7 @@ def test_finishing_an_experiment_runs_the_check(alice, bob, evidence):
     Experiment.objects.filter(pk=newer.pk).update(status=Experiment.Status.RUNNING)
     newer.refresh_from_db()
 
-    services.experiment_finish(experiment=newer)
+    lifecycle.experiment_finish(experiment=newer)
 
     decision.refresh_from_db()
     assert decision.is_flagged

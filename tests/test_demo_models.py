@@ -9,7 +9,7 @@ from django.core.management import CommandError, call_command
 
 from experiments.management.commands import build_demo_models
 from experiments.management.commands.build_demo_models import MARKER_NAME, build_version
-from experiments.workloads import builtin_prompt_sets
+from experiments.prompts.catalog import builtin_prompt_sets
 
 FAKE_PYTHON = "/opt/vllm-env/bin/python"
 

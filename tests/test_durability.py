@@ -16,8 +16,11 @@ from django.urls import reverse
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
-from experiments import dispatch, limits, services
-from experiments.forms import ExperimentForm
+from experiments.definition import services as definition
+from experiments.definition.forms import ExperimentForm
+from experiments.execution import dispatch
+from experiments.execution import services as execution
+from experiments.measurement import limits
 from experiments.models import Experiment, RequestRecord, Run, RunSummary
 from tests.factories import (
     ExperimentFactory,
@@ -241,7 +244,7 @@ def test_a_run_is_stored_once_however_often_its_results_arrive(spool_folder):
 def test_results_wait_on_disk_while_the_database_does_not_answer(spool_folder):
     run = RunFactory(status=Run.Status.RUNNING)
     path = spool.spool_write(_record(run), worker_name=WORKER)
-    real = services.run_record_result
+    real = execution.run_record_result
     outage = [OperationalError("the database system is shutting down")] * 2
 
     def flaky(**kwargs):
@@ -252,7 +255,7 @@ def test_results_wait_on_disk_while_the_database_does_not_answer(spool_folder):
 
     # The connection is not closed here: it holds the test's transaction.
     with (
-        mock.patch.object(services, "run_record_result", side_effect=flaky),
+        mock.patch.object(execution, "run_record_result", side_effect=flaky),
         mock.patch.object(spool, "connection"),
         mock.patch.object(spool, "close_old_connections"),
         mock.patch.object(spool.time, "sleep") as sleep,
@@ -302,7 +305,7 @@ def test_the_database_refuses_a_second_row_for_a_runs_prompt():
 
 
 def test_a_server_that_dies_under_a_run_is_replaced_and_the_run_measured_again(served, celery_dispatch, monkeypatch):  # noqa: F811
-    experiment = services.experiment_create(
+    experiment = definition.experiment_create(
         owner=UserFactory(), arms=[], **experiment_fields(num_prompts=4, max_tokens=8, concurrency_levels=[1, 4],
                                                           repetitions=1, warmup_requests=1)
     )  # fmt: skip

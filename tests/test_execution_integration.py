@@ -23,7 +23,12 @@ from django.db.models import Sum
 from django.test import Client
 from django.urls import reverse
 
-from experiments import acceptance_sweep, prediction, services
+from experiments.analysis import acceptance_sweep
+from experiments.definition import services as definition
+from experiments.definition.services import ArmSpec
+from experiments.measurement import prediction
+from experiments.measurement.token_ids import unpack_token_ids
+from experiments.measurement.verdicts import FASTER, SLOWER
 from experiments.models import (
     Arm,
     EnvironmentSnapshot,
@@ -34,10 +39,7 @@ from experiments.models import (
     RunSummary,
     SpeedupEstimate,
 )
-from experiments.services import ArmSpec
-from experiments.tokens import unpack_token_ids
-from experiments.verdicts import FASTER, SLOWER
-from experiments.workloads import prompt_set_hash
+from experiments.prompts.catalog import prompt_set_hash
 from tests.factories import experiment_fields
 from tests.worker_fixtures import shared_rows, wait_for_experiment
 from workers import synthetic_acceptance
@@ -73,7 +75,7 @@ def owner():
 def test_server_that_cannot_start_fails_its_runs_with_the_log_tail(celery_worker_process, owner):
     missing = settings.SPECDASH_MODELS_DIR / "no-such-model"
     # The baseline alone: one server that cannot start fails the runs it was to serve.
-    experiment = services.experiment_create(owner=owner, arms=[], **_fields(target_model=str(missing)))
+    experiment = definition.experiment_create(owner=owner, arms=[], **_fields(target_model=str(missing)))
 
     experiment = wait_for_experiment(experiment.id, timeout_s=300)
 
@@ -129,7 +131,7 @@ def test_an_aa_replicate_is_not_called_different_from_the_baseline(celery_worker
     fields = _fields(repetitions=3, aa_replicate=True, concurrency_levels=[2], num_prompts=8, max_tokens=24)
     calls = []
     for seed in (1, 2):
-        experiment = services.experiment_create(owner=owner, arms=[], **fields | {"seed": seed})
+        experiment = definition.experiment_create(owner=owner, arms=[], **fields | {"seed": seed})
         experiment = wait_for_experiment(experiment.id, timeout_s=1200)
         assert experiment.status == Experiment.Status.FINISHED
         _check_schedule_was_followed(experiment)
@@ -172,7 +174,7 @@ def arms_experiment(celery_worker_process, django_db_blocker):
                 ),
                 ArmSpec(method=Arm.Method.DRAFT_MODEL, num_speculative_tokens=4, params={"model": str(DRAFT)}),
             ]  # fmt: skip
-            experiment = services.experiment_create(
+            experiment = definition.experiment_create(
                 owner=owner, arms=arms,
                 **_fields(
                     name="arms on vllm", num_prompts=4, max_tokens=32, ignore_eos=True, concurrency_levels=[1, 2],

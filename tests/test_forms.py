@@ -5,9 +5,10 @@ import pytest
 from django.conf import settings
 from django.urls import reverse
 
-from experiments import services, workloads
-from experiments.forms import ARM_FORMSET_PREFIX, ArmFormSet, ExperimentForm
+from experiments.definition import services as definition
+from experiments.definition.forms import ARM_FORMSET_PREFIX, ArmFormSet, ExperimentForm
 from experiments.models import Arm, Experiment, Run
+from experiments.prompts import catalog
 from tests.factories import DRAFT_ARM_FORM, NGRAM_ARM_FORM, UserFactory, form_data
 
 # The form reads the user's teams and prompt sets.
@@ -190,7 +191,7 @@ def test_good_input_is_normalised():
     fields = form.experiment_fields()
     assert fields["concurrency_levels"] == [1, 4, 8]
     assert fields["target_model"] == str(MODELS / "target")
-    assert fields["prompt_set_hash"] == workloads.prompt_set_hash("chat")
+    assert fields["prompt_set_hash"] == catalog.prompt_set_hash("chat")
     assert fields["synthetic_input_len"] is None
     assert fields["request_rate"] is None
 
@@ -209,7 +210,7 @@ def test_tensor_parallel_size_is_one_unless_asked_and_at_most_eight():
 
 
 def test_clean_sample_rules_say_what_is_wrong():
-    size = len(workloads.get_prompt_set("chat").prompts)
+    size = len(catalog.get_prompt_set("chat").prompts)
     form, _ = bind(form_data(num_prompts=str(size), warmup_requests="2", concurrency_levels="1, 16"))
     form.is_valid()
 
@@ -220,7 +221,7 @@ def test_clean_sample_rules_say_what_is_wrong():
 
 
 def test_exactly_enough_prompts_is_accepted():
-    size = len(workloads.get_prompt_set("chat").prompts)
+    size = len(catalog.get_prompt_set("chat").prompts)
     form, _ = bind(form_data(num_prompts=str(size - 2), warmup_requests="2", concurrency_levels="1, 4"))
 
     assert form.is_valid(), form.errors
@@ -246,7 +247,7 @@ def test_the_forms_defaults_are_the_models_and_pass_the_forms_own_rules():
     assert initial["aa_replicate"] is False
     assert initial["equivalence_margin"] == pytest.approx(2.0)
     assert initial["warmup_requests"] == Experiment._meta.get_field("warmup_requests").default
-    for prompt_set in workloads.builtin_prompt_sets():
+    for prompt_set in catalog.builtin_prompt_sets():
         data = form_data(**{name: str(value) for name, value in initial.items() if value not in (None, False)})
         data.update(name="defaults", prompt_set=prompt_set, server_per_block="on")
         data.pop("aa_replicate", None)
@@ -334,7 +335,7 @@ def test_good_input_creates_experiment_arms_runs_and_dispatch(
     assert arms.is_valid()
 
     with django_capture_on_commit_callbacks(execute=True):
-        experiment = services.experiment_create(owner=user, arms=arms.arm_specs(), **form.experiment_fields())
+        experiment = definition.experiment_create(owner=user, arms=arms.arm_specs(), **form.experiment_fields())
 
     assert [(arm.method, arm.num_speculative_tokens, arm.params) for arm in experiment.arms.all()] == [
         ("baseline", None, {}),
@@ -342,7 +343,7 @@ def test_good_input_creates_experiment_arms_runs_and_dispatch(
         ("draft_model", 4, {"model": str(MODELS / "draft")}),
     ]
     assert Run.objects.filter(experiment=experiment).count() == 3 * 2 * 2  # arms × levels × repetitions
-    assert experiment.prompt_set_hash == workloads.prompt_set_hash("chat")
+    assert experiment.prompt_set_hash == catalog.prompt_set_hash("chat")
     celery_dispatch.assert_called_once_with(args=[experiment.id], queue="h100")
 
 

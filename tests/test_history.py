@@ -11,9 +11,10 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from experiments import history, services
-from experiments.differences import hardware_label
+from experiments import lifecycle
+from experiments.measurement.differences import hardware_label
 from experiments.models import Arm, Experiment, SpeedupEstimate
+from experiments.review import history
 from tests.factories import (
     ArmFactory,
     EnvironmentSnapshotFactory,
@@ -264,7 +265,7 @@ def test_finishing_copies_the_recorded_vllm_versions_and_hardware_onto_the_exper
         EnvironmentSnapshotFactory(run=run, vllm_version=version, **gpu)
     EnvironmentSnapshotFactory(run=RunFactory(arm=arm, status="succeeded"), vllm_version="0.33.0", **gpu)
 
-    services.experiment_finish(experiment=experiment)
+    lifecycle.experiment_finish(experiment=experiment)
 
     experiment.refresh_from_db()
     assert experiment.vllm_versions == ["0.32.0", "0.33.0"]

@@ -13,9 +13,9 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
-from experiments import json_input
-from experiments.forms import reject_controls
+from experiments.definition.forms import reject_controls
 from experiments.models import Arm, Experiment, UploadedPromptSet
+from experiments.rules import json_input
 
 pytestmark = pytest.mark.django_db
 
@@ -185,9 +185,9 @@ def test_the_json_reader_counts_depth_outside_strings_only():
 
 
 def _decision(author):
-    from experiments import decisions
-    from experiments.decisions import DecisionSpec
     from experiments.models import Decision
+    from experiments.review import services as decisions
+    from experiments.review.services import DecisionSpec
     from tests.factories import seed_finished_experiment
 
     evidence = seed_finished_experiment(name="evidence")

@@ -10,9 +10,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from experiments import bench_files
-from experiments.bench_files import BenchFileRefused, bench_file_read, bench_files_read
-from experiments.imports import arms_from_files
+from experiments.imports import bench_files
+from experiments.imports.bench_files import BenchFileRefused, bench_file_read, bench_files_read
+from experiments.imports.services import arms_from_files
 from experiments.models import Arm, Experiment, ExperimentAnalysis, RequestRecord, RunSummary, SpeedupEstimate
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "vllm_bench"

@@ -6,8 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from experiments import inference, verdicts
-from experiments.inference import RunData
+from experiments.measurement import inference, verdicts
+from experiments.measurement.inference import RunData
 
 BASE, REPLICATE, ARM = 10, 11, 12
 

@@ -2,9 +2,9 @@ from datetime import UTC, datetime
 
 import pytest
 
+from experiments.measurement.packed import FLOAT64, UINT32
+from experiments.measurement.token_ids import pack_token_ids, unpack_token_ids
 from experiments.models import EnvironmentSnapshot, RequestRecord, RunSummary
-from experiments.packed import FLOAT64, UINT32
-from experiments.tokens import pack_token_ids, unpack_token_ids
 from tests.factories import RunFactory
 from workers.ingest import ingest_run, meets_slos, summary_fields
 from workers.loadgen import LoadResult, RequestResult, finalise

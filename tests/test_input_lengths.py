@@ -6,12 +6,12 @@ import json
 import pytest
 from django.urls import reverse
 
-from experiments import workloads
-from experiments.breakdowns import categories_by_prompt
-from experiments.input_lengths import MAX_BINS, parse_length_distribution
+from experiments.analysis.breakdowns import categories_by_prompt
 from experiments.models import Experiment
-from experiments.prompt_sets import prompt_set_upload
-from experiments.prompt_uploads import prompt_file_read
+from experiments.prompt_sets.services import prompt_set_upload
+from experiments.prompts import catalog
+from experiments.prompts.input_lengths import MAX_BINS, parse_length_distribution
+from experiments.prompts.uploads import prompt_file_read
 from tests.factories import ExperimentFactory, form_data
 
 
@@ -66,11 +66,11 @@ def test_draws_follow_the_distribution_and_the_seed():
 def test_synthetic_prompts_have_the_drawn_lengths_and_are_distinct():
     lengths = parse_length_distribution("1:1, 5:1, 40:1").draw(200, seed=3)
 
-    prompts = workloads.synthetic_prompts_of_lengths(lengths=lengths, seed=3)
+    prompts = catalog.synthetic_prompts_of_lengths(lengths=lengths, seed=3)
 
     assert [len(prompt.split()) for prompt in prompts] == lengths
     assert len(set(prompts)) == 200
-    assert workloads.synthetic_prompts_of_lengths(lengths=[6] * 5, seed=3) == workloads.synthetic_prompts(
+    assert catalog.synthetic_prompts_of_lengths(lengths=[6] * 5, seed=3) == catalog.synthetic_prompts(
         count=5, input_len=6, seed=3
     )
 
@@ -82,7 +82,7 @@ def test_an_experiment_sends_prompts_of_its_distribution():
         num_prompts=30, seed=9,
     )  # fmt: skip
 
-    prompts = workloads.experiment_prompts(experiment)
+    prompts = catalog.experiment_prompts(experiment)
 
     expected = parse_length_distribution("4-64").draw(experiment.warmup_requests + 30, seed=9)
     assert [len(prompt.split()) for prompt in prompts] == expected
@@ -111,7 +111,7 @@ def test_the_longest_length_must_fit_the_model_and_the_shortest_give_enough_prom
     assert too_long.context["form"].errors["max_tokens"] == [
         "max_tokens (64) plus the input length (600) must fit in the max model length (512)."
     ]
-    capacity = workloads.synthetic_capacity(1)
+    capacity = catalog.synthetic_capacity(1)
     assert too_few.context["form"].errors["input_lengths"] == [
         f"Only {capacity} distinct prompts of 1 word(s) exist; the warm-up and measured requests need 402."
     ]
@@ -154,11 +154,11 @@ def test_a_range_sends_only_an_uploaded_sets_prompts_of_that_many_words(logged_i
     experiment = Experiment.objects.get()
     # 5 or 6 words: i % 7 is 2 or 3.
     chosen = [2, 3, 9, 10, 16, 17]
-    assert workloads.uploaded_selection(prompt_set, "5-6") == chosen
-    assert workloads.experiment_prompts(experiment) == [prompt_set.items[i]["prompt"] for i in chosen]
+    assert catalog.uploaded_selection(prompt_set, "5-6") == chosen
+    assert catalog.experiment_prompts(experiment) == [prompt_set.items[i]["prompt"] for i in chosen]
     # A prompt's index is its place among those sent, and keeps its own category.
     assert categories_by_prompt(experiment) == dict(enumerate(["code", "prose", "prose", "code", "code", "prose"]))
-    assert workloads.uploaded_selection(prompt_set, "9") == [6, 13]
+    assert catalog.uploaded_selection(prompt_set, "9") == [6, 13]
 
 
 @pytest.mark.django_db

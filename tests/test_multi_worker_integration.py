@@ -47,15 +47,16 @@ import redis
 from django.conf import settings
 from django.urls import reverse
 
-from experiments import services
-from experiments.breakdowns import length_bucket
-from experiments.input_lengths import parse_length_distribution
+from experiments.analysis.breakdowns import length_bucket
+from experiments.definition import services as definition
+from experiments.definition.services import ArmSpec
+from experiments.execution import services as execution
+from experiments.measurement.token_ids import unpack_token_ids
 from experiments.models import Arm, EnvironmentSnapshot, Experiment, RequestRecord, Run, RunSummary
-from experiments.prompt_sets import prompt_set_upload
-from experiments.prompt_uploads import prompt_file_read
-from experiments.services import ArmSpec
-from experiments.tokens import unpack_token_ids
-from experiments.workloads import get_prompt_set, prompt_set_hash
+from experiments.prompt_sets.services import prompt_set_upload
+from experiments.prompts.catalog import get_prompt_set, prompt_set_hash
+from experiments.prompts.input_lengths import parse_length_distribution
+from experiments.prompts.uploads import prompt_file_read
 from tests.api_helpers import submit_through_api, token_client
 from tests.factories import UserFactory, experiment_fields
 from tests.worker_fixtures import celery_workers, shared_rows, wait_for_experiment
@@ -157,7 +158,7 @@ def _chat_set(owner):
 
 def _submit_capacity(owner) -> int:
     """More concurrent long outputs than worker a's KV cache holds, so that vLLM preempts."""
-    return services.experiment_create(
+    return definition.experiment_create(
         owner=owner,
         arms=[ArmSpec(method=Arm.Method.NGRAM, num_speculative_tokens=2, params={"prompt_lookup_min": 2})],
         **experiment_fields(
@@ -169,7 +170,7 @@ def _submit_capacity(owner) -> int:
 
 
 def _submit_to_cancel(owner) -> Experiment:
-    return services.experiment_create(
+    return definition.experiment_create(
         owner=owner,
         arms=[ArmSpec(method=Arm.Method.NGRAM, num_speculative_tokens=3, params=NGRAM_PARAMS)],
         name="cancel me", target_model=str(TARGET), dtype="float32", max_model_len=512, prompt_set="code_edit",
@@ -207,7 +208,7 @@ def _cancel_mid_run(cancelled: Cancelled) -> None:
     cancelled.command = " ".join(EnvironmentSnapshot.objects.get(run=first).server_command)
     cancelled.command_was_running = cancelled.command in _processes()
     started = time.monotonic()
-    services.experiment_cancel(experiment=experiment, by=experiment.owner)
+    execution.experiment_cancel(experiment=experiment, by=experiment.owner)
     _poll(lambda: cancelled.command not in _processes(), timeout_s=STOP_WITHIN_S, what="the vLLM server stopped")
     cancelled.stopped_after_s = time.monotonic() - started
     time.sleep(10)

@@ -1,4 +1,4 @@
-"""The stored layout of a request's number lists (experiments/packed.py) and the model field
+"""The stored layout of a request's number lists (experiments/measurement/packed.py) and the model field
 that reads and writes it."""
 
 import struct
@@ -6,8 +6,8 @@ from array import array
 
 import pytest
 
-from experiments.fields import PackedArrayField
-from experiments.packed import FLOAT64, UINT16, UINT32, pack, unpack, unpack_array, unpack_many
+from experiments.measurement.packed import FLOAT64, UINT16, UINT32, pack, unpack, unpack_array, unpack_many
+from experiments.models.fields import PackedArrayField
 from tests.factories import RequestRecordFactory
 
 CASES = [
@@ -51,7 +51,7 @@ def test_unpack_many_gives_all_values_and_where_each_list_starts():
 
 def test_field_deconstructs_with_its_element_type():
     _, path, _, kwargs = PackedArrayField(element="uint16", null=True).deconstruct()
-    assert (path, kwargs) == ("experiments.fields.PackedArrayField", {"element": "uint16", "null": True})
+    assert (path, kwargs) == ("experiments.models.fields.PackedArrayField", {"element": "uint16", "null": True})
 
 
 @pytest.mark.django_db

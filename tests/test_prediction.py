@@ -1,10 +1,11 @@
-"""Leviathan's prediction from the measured draft cost (experiments/prediction.py), on hand-computed cases."""
+"""Leviathan's prediction from the measured draft cost (experiments/measurement/prediction.py), on
+hand-computed cases."""
 
 import pytest
 
-from experiments import prediction, stats
-from experiments.prediction import Counters, Interval, SpeculativeArm
-from experiments.steps import StepRow
+from experiments.measurement import prediction, stats
+from experiments.measurement.prediction import Counters, Interval, SpeculativeArm
+from experiments.measurement.steps import StepRow
 
 DRAFT = SpeculativeArm(id=1, label="draft k=3", method="draft_model", gamma=3, draft_model="/m/draft")
 

@@ -7,12 +7,14 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from experiments import prompt_sets, prompt_uploads, workloads
-from experiments.analysis import experiment_analyse
+from experiments.analysis.services import experiment_analyse
 from experiments.api.payloads import results_payload
 from experiments.models import Experiment, RequestRecord, UploadedPromptSet
-from experiments.prompt_sets import prompt_set_upload
-from experiments.prompt_uploads import PromptFileRefused, prompt_file_read
+from experiments.prompt_sets import services as prompt_sets
+from experiments.prompt_sets.services import prompt_set_upload
+from experiments.prompts import catalog
+from experiments.prompts import uploads as prompt_uploads
+from experiments.prompts.uploads import PromptFileRefused, prompt_file_read
 from tests.factories import form_data, seed_finished_experiment
 
 
@@ -192,7 +194,7 @@ def test_the_form_takes_an_uploaded_set_with_its_hash(logged_in_client, user, ce
     assert (experiment.workload_kind, experiment.prompt_set) == ("uploaded", "traffic v1")
     assert experiment.prompt_set_hash == prompt_set.sha256
     assert experiment.uploaded_prompt_set == prompt_set
-    assert workloads.experiment_prompts(experiment) == prompt_set.prompts()[:18]
+    assert catalog.experiment_prompts(experiment) == prompt_set.prompts()[:18]
 
 
 @pytest.mark.django_db

@@ -6,10 +6,10 @@ import random
 import pytest
 from django.db import connection
 
+from experiments.measurement.packed import FLOAT64, UINT16, UINT32, pack
+from experiments.measurement.stream_fidelity import StreamCheck
+from experiments.measurement.token_ids import pack_token_ids, unpack_token_ids
 from experiments.models import RequestRecord
-from experiments.packed import FLOAT64, UINT16, UINT32, pack
-from experiments.stream_fidelity import StreamCheck
-from experiments.tokens import pack_token_ids, unpack_token_ids
 from scripts import bench_ingest
 from tests.factories import RunFactory
 from workers.ingest import REQUEST_COLUMNS, _copy_requests

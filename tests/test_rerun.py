@@ -5,10 +5,13 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from experiments import prefill, services
+from experiments import lifecycle
+from experiments.definition import prefill
+from experiments.definition import services as definition
+from experiments.definition.services import ArmSpec
+from experiments.execution import services as execution
 from experiments.models import Arm, Experiment, IllegalTransition, Run
-from experiments.services import ArmSpec
-from experiments.workloads import prompt_set_hash
+from experiments.prompts.catalog import prompt_set_hash
 from tests.factories import PASSWORD, RunFactory, UserFactory, form_data
 
 pytestmark = pytest.mark.django_db
@@ -182,16 +185,16 @@ def test_a_plain_new_experiment_has_no_origin(logged_in_client, celery_dispatch)
 
 
 def _running_experiment(owner):
-    experiment = services.experiment_create(
+    experiment = definition.experiment_create(
         owner=owner,
         arms=[ArmSpec(method=Arm.Method.NGRAM, num_speculative_tokens=2, params={"prompt_lookup_max": 3})],
         name="to cancel", target_model="/m", num_prompts=4, max_tokens=8, concurrency_levels=[1, 2], repetitions=1,
     )  # fmt: skip
-    services.experiment_mark_running(experiment=experiment)
+    execution.experiment_mark_running(experiment=experiment)
     first, second, *_ = experiment.runs.in_execution_order(server_per_block=True)
-    assert services.run_claim(run_id=first.id, worker_host="w")
-    services.run_mark_succeeded(run_id=first.id)
-    assert services.run_claim(run_id=second.id, worker_host="w")
+    assert execution.run_claim(run_id=first.id, worker_host="w")
+    execution.run_mark_succeeded(run_id=first.id)
+    assert execution.run_claim(run_id=second.id, worker_host="w")
     return experiment, first, second
 
 
@@ -259,16 +262,16 @@ def test_a_finished_experiment_has_nothing_to_cancel(logged_in_client, user):
 
 
 def test_a_worker_cannot_start_or_finish_a_cancelled_experiment(user, celery_dispatch):
-    experiment = services.experiment_create(
+    experiment = definition.experiment_create(
         owner=user, arms=[], name="x", target_model="/m", num_prompts=4, max_tokens=8, concurrency_levels=[1]
     )
     stale = Experiment.objects.get(pk=experiment.pk)  # what a worker loaded before the cancel
-    services.experiment_cancel(experiment=experiment, by=user)
+    execution.experiment_cancel(experiment=experiment, by=user)
 
     with pytest.raises(IllegalTransition):
-        services.experiment_mark_running(experiment=stale)
+        execution.experiment_mark_running(experiment=stale)
     with pytest.raises(IllegalTransition):
-        services.experiment_finish(experiment=stale)
+        lifecycle.experiment_finish(experiment=stale)
     experiment.refresh_from_db()
     assert experiment.status == Experiment.Status.CANCELLED
     assert experiment.started_at is None

@@ -13,9 +13,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from experiments import results, selectors
-from experiments.analysis import experiment_analyse
+from experiments.analysis.services import experiment_analyse
 from experiments.models import Arm, Experiment, ExperimentAnalysis, RequestRecord, Run, RunSummary, SpeedupEstimate
+from experiments.results import block as results
+from experiments.results import selectors
 from tests.factories import (
     SEEDED_BLOCKS,
     ArmFactory,

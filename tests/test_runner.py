@@ -11,10 +11,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from experiments import services
+from experiments.definition import services as definition
+from experiments.definition.services import ArmSpec
+from experiments.execution import services as execution
 from experiments.models import Arm, EnvironmentSnapshot, Experiment, RequestRecord, Run
-from experiments.services import ArmSpec
-from experiments.workloads import experiment_prompts
+from experiments.prompts.catalog import experiment_prompts
 from tests.factories import UserFactory, experiment_fields
 from workers import runner
 from workers.affinity import core_list
@@ -115,7 +116,7 @@ def _experiment(celery_dispatch, arms=(NGRAM,), **fields) -> Experiment:
         "num_prompts": 4, "max_tokens": 8, "concurrency_levels": [1, 4], "repetitions": 3, "warmup_requests": 2,
         "aa_replicate": True, "seed": 5,
     }  # fmt: skip
-    return services.experiment_create(owner=UserFactory(), arms=list(arms), **experiment_fields(**protocol | fields))
+    return definition.experiment_create(owner=UserFactory(), arms=list(arms), **experiment_fields(**protocol | fields))
 
 
 def _run_all(experiment: Experiment) -> Experiment:
@@ -136,7 +137,7 @@ def test_no_server_starts_for_a_session_whose_runs_were_all_taken_meanwhile(serv
     def listed_then_claimed_elsewhere(experiment):
         # Another worker claims the first session's runs once this one has listed them.
         for run in first.runs:
-            assert services.run_claim(run_id=run.id, worker_host="host-2")
+            assert execution.run_claim(run_id=run.id, worker_host="host-2")
         return sessions
 
     monkeypatch.setattr(runner, "experiment_sessions", listed_then_claimed_elsewhere)

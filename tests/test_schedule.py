@@ -2,7 +2,7 @@
 
 from collections import Counter
 
-from experiments.schedule import block_orders, schedule
+from experiments.measurement.schedule import block_orders, schedule
 
 
 def test_every_arm_runs_every_level_once_per_block():

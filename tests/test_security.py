@@ -183,7 +183,7 @@ def test_a_server_error_is_logged_with_its_traceback_to_the_data_folder(user):
     marker = f"boom-{uuid.uuid4().hex}"
     before = _log_size()
 
-    with mock.patch("experiments.views.selectors.experiment_arms", side_effect=RuntimeError(marker)):
+    with mock.patch("experiments.results.views.selectors.experiment_arms", side_effect=RuntimeError(marker)):
         assert client.get(reverse("experiments:detail", args=[experiment.pk])).status_code == 500
 
     logged = _log_after(before)

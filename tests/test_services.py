@@ -3,9 +3,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from experiments import services
+from experiments import lifecycle
+from experiments.definition import services as definition
+from experiments.definition.services import ArmSpec
+from experiments.execution import services as execution
 from experiments.models import Arm, Experiment, IllegalTransition, Run
-from experiments.services import ArmSpec
 from tests.factories import ExperimentFactory, RunFactory, UserFactory, experiment_fields
 
 pytestmark = pytest.mark.django_db
@@ -16,7 +18,7 @@ def test_experiment_create_makes_baseline_arms_and_every_run_then_dispatches_on_
 ):
     owner = UserFactory()
     with django_capture_on_commit_callbacks(execute=True):
-        experiment = services.experiment_create(
+        experiment = definition.experiment_create(
             owner=owner,
             arms=[ArmSpec(method=Arm.Method.NGRAM, num_speculative_tokens=4, params={"prompt_lookup_max": 3})],
             **experiment_fields(worker_queue="h100", concurrency_levels=[1, 4], repetitions=2),
@@ -37,8 +39,8 @@ def test_speculative_config_carries_method_k_and_params():
 
 def test_run_claim_is_taken_once():
     run = RunFactory()
-    assert services.run_claim(run_id=run.id, worker_host="a") is True
-    assert services.run_claim(run_id=run.id, worker_host="b") is False
+    assert execution.run_claim(run_id=run.id, worker_host="a") is True
+    assert execution.run_claim(run_id=run.id, worker_host="b") is False
     run.refresh_from_db()
     assert (run.status, run.worker_host, run.attempts) == (Run.Status.RUNNING, "a", 1)
 
@@ -46,7 +48,7 @@ def test_run_claim_is_taken_once():
 def test_illegal_run_transition_raises_and_changes_nothing():
     run = RunFactory(status=Run.Status.SUCCEEDED)
     with pytest.raises(IllegalTransition):
-        services.run_mark_failed(run_id=run.id, error="late")
+        execution.run_mark_failed(run_id=run.id, error="late")
     run.refresh_from_db()
     assert run.status == Run.Status.SUCCEEDED
     assert run.error == ""
@@ -57,14 +59,14 @@ def test_experiment_cannot_finish_with_runs_left():
     experiment = run.experiment
     experiment.status = Experiment.Status.RUNNING
     with pytest.raises(IllegalTransition):
-        services.experiment_finish(experiment=experiment)
+        lifecycle.experiment_finish(experiment=experiment)
 
 
 def test_experiment_with_only_failed_runs_ends_failed():
     run = RunFactory(status=Run.Status.FAILED)
     experiment = run.experiment
-    services.experiment_mark_running(experiment=experiment)
-    assert services.experiment_finish(experiment=experiment) == Experiment.Status.FAILED
+    execution.experiment_mark_running(experiment=experiment)
+    assert lifecycle.experiment_finish(experiment=experiment) == Experiment.Status.FAILED
 
 
 def test_stale_runs_are_requeued_then_failed_after_max_attempts():
@@ -73,7 +75,7 @@ def test_stale_runs_are_requeued_then_failed_after_max_attempts():
     stale = RunFactory(status=Run.Status.RUNNING, heartbeat_at=old, attempts=1, requests_done=5)
     worn = RunFactory(status=Run.Status.RUNNING, heartbeat_at=old, attempts=3)
 
-    experiment_ids = services.runs_requeue_stale(stale_after=timedelta(minutes=5), max_attempts=3)
+    experiment_ids = execution.runs_requeue_stale(stale_after=timedelta(minutes=5), max_attempts=3)
 
     assert experiment_ids == [stale.experiment_id]
     for run in (fresh, stale, worn):
@@ -89,26 +91,26 @@ def test_experiments_without_work_lists_running_experiments_with_nothing_left():
     RunFactory(experiment=done, arm__experiment=done, status=Run.Status.FAILED)
     busy = ExperimentFactory(status=Experiment.Status.RUNNING)
     RunFactory(experiment=busy, arm__experiment=busy, status=Run.Status.QUEUED)
-    assert services.experiments_without_work() == [done]
+    assert execution.experiments_without_work() == [done]
 
 
 def test_a_failing_analysis_still_closes_the_finished_experiment(monkeypatch):
     run = RunFactory(status=Run.Status.SUCCEEDED)
     experiment = run.experiment
-    services.experiment_mark_running(experiment=experiment)
+    execution.experiment_mark_running(experiment=experiment)
 
     def broken(**kwargs):
         raise ValueError("bad data")
 
-    monkeypatch.setattr(services, "experiment_analyse", broken)
-    assert services.experiment_finish(experiment=experiment) == Experiment.Status.FINISHED
+    monkeypatch.setattr(lifecycle, "experiment_analyse", broken)
+    assert lifecycle.experiment_finish(experiment=experiment) == Experiment.Status.FINISHED
     experiment.refresh_from_db()
     assert experiment.status == Experiment.Status.FINISHED
 
 
 def test_create_adds_a_calibration_arm_per_draft_model(user, celery_dispatch):
     draft = {"model": "/models/draft"}
-    experiment = services.experiment_create(
+    experiment = definition.experiment_create(
         owner=user,
         arms=[
             ArmSpec(method=Arm.Method.DRAFT_MODEL, num_speculative_tokens=2, params=draft),
@@ -137,7 +139,7 @@ def test_create_adds_a_calibration_arm_per_draft_model(user, celery_dispatch):
 
 
 def test_no_calibration_arm_without_the_setting(user, celery_dispatch):
-    experiment = services.experiment_create(
+    experiment = definition.experiment_create(
         owner=user,
         arms=[ArmSpec(method=Arm.Method.DRAFT_MODEL, num_speculative_tokens=2, params={"model": "/models/draft"})],
         **experiment_fields(),
@@ -146,9 +148,9 @@ def test_no_calibration_arm_without_the_setting(user, celery_dispatch):
 
 
 def test_create_adds_the_replicate_and_stores_the_block_schedule(user, celery_dispatch):
-    from experiments.schedule import block_orders
+    from experiments.measurement.schedule import block_orders
 
-    experiment = services.experiment_create(
+    experiment = definition.experiment_create(
         owner=user,
         arms=[ArmSpec(method=Arm.Method.NGRAM, num_speculative_tokens=2)],
         **experiment_fields(repetitions=3, aa_replicate=True, concurrency_levels=[1, 4], seed=5),

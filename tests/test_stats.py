@@ -1,10 +1,10 @@
-"""experiments.stats against hand-computed cases. No database."""
+"""experiments.measurement.stats against hand-computed cases. No database."""
 
 import math
 
 import pytest
 
-from experiments import packed, stats
+from experiments.measurement import packed, stats
 
 # ---------------------------------------------------------------- descriptive statistics
 

@@ -1,4 +1,4 @@
-"""The numpy counts in experiments/stats.py give exactly the numbers of the plain loops they
+"""The numpy counts in experiments/measurement/stats.py give exactly the numbers of the plain loops they
 replaced (kept here as the reference), on random requests and on the edge cases."""
 
 import random
@@ -6,7 +6,7 @@ from collections import defaultdict
 
 import pytest
 
-from experiments import stats
+from experiments.measurement import stats
 
 
 def _conditional_from_steps_loop(steps):

@@ -1,4 +1,4 @@
-"""The profile section's figures (experiments/step_profiles.py) against hand-computed cases,
+"""The profile section's figures (experiments/results/step_profiles.py) against hand-computed cases,
 and profiled intervals left out of every statistic."""
 
 import json
@@ -7,11 +7,12 @@ import re
 import pytest
 from django.urls import reverse
 
-from experiments import services, step_profiles
-from experiments.analysis import experiment_analyse
+from experiments.analysis.services import experiment_analyse
+from experiments.execution import services as execution
+from experiments.measurement.trace_shares import TraceSummary
 from experiments.models import ExperimentAnalysis, ProfiledInterval, SpeedupEstimate
-from experiments.profiles import TraceSummary
-from experiments.results import results_for_experiment
+from experiments.results import step_profiles
+from experiments.results.block import results_for_experiment
 from tests.factories import seed_finished_experiment
 
 pytestmark = pytest.mark.django_db
@@ -40,11 +41,11 @@ def test_a_phase_is_its_share_times_the_measured_step():
 def test_rows_take_the_stored_interval_and_the_step_accounting():
     experiment = seed_finished_experiment(repetitions=2, requests=6)
     arm = experiment.arms.get(method="ngram")
-    services.profiled_interval_record(
+    execution.profiled_interval_record(
         experiment=experiment, arm=arm, level=4, summary=_summary(10, 60, 5), requests=4, completed=4,
         trace_path="profiles/x.gz", trace_bytes=10,
     )  # fmt: skip
-    services.profiled_interval_record(experiment=experiment, arm=arm, level=1, requests=4, error="OSError: no trace")
+    execution.profiled_interval_record(experiment=experiment, arm=arm, level=1, requests=4, error="OSError: no trace")
     stored = ProfiledInterval.objects.get(arm=arm, concurrency=4)
     assert (stored.share_proposing, stored.share_verifying, stored.share_sampling, stored.share_other) == (
         pytest.approx(0.10), pytest.approx(0.60), pytest.approx(0.05), pytest.approx(0.25),
@@ -63,7 +64,7 @@ def test_profiled_intervals_are_left_out_of_every_statistic():
     speedups_before = list(SpeedupEstimate.objects.filter(experiment=experiment).values_list("point", flat=True))
     for arm in experiment.arms.all():
         for level in experiment.concurrency_levels:
-            services.profiled_interval_record(
+            execution.profiled_interval_record(
                 experiment=experiment, arm=arm, level=level, summary=_summary(30, 30, 30), requests=4, completed=4
             )
     experiment_analyse(experiment=experiment)
@@ -77,7 +78,7 @@ def test_profiled_intervals_are_left_out_of_every_statistic():
 def test_the_page_shows_the_profile_with_its_definitions(client, user):
     experiment = seed_finished_experiment(repetitions=2, requests=6, owner=user, profile_intervals=True)
     arm = experiment.arms.get(method="ngram")
-    services.profiled_interval_record(experiment=experiment, arm=arm, level=1, summary=_summary(10, 60, 5), requests=4)
+    execution.profiled_interval_record(experiment=experiment, arm=arm, level=1, summary=_summary(10, 60, 5), requests=4)
     client.force_login(user)
     html = client.get(f"/experiments/{experiment.pk}/").text
     for canvas_or_table in ('id="table-profile"', 'id="chart-step-time"', 'id="chart-capacity"'):
@@ -91,8 +92,8 @@ def test_the_page_shows_the_profile_with_its_definitions(client, user):
 def test_the_api_gives_the_pages_profiles(client, user):
     experiment = seed_finished_experiment(repetitions=2, requests=6, owner=user, profile_intervals=True)
     arm = experiment.arms.get(method="ngram")
-    services.profiled_interval_record(experiment=experiment, arm=arm, level=1, summary=_summary(10, 60, 5), requests=4)
-    services.profiled_interval_record(experiment=experiment, arm=arm, level=4, requests=4, error="OSError: no trace")
+    execution.profiled_interval_record(experiment=experiment, arm=arm, level=1, summary=_summary(10, 60, 5), requests=4)
+    execution.profiled_interval_record(experiment=experiment, arm=arm, level=4, requests=4, error="OSError: no trace")
     client.force_login(user)
     html = client.get(f"/experiments/{experiment.pk}/").text
     page = json.loads(re.search(r'<script id="profile-data" type="application/json">(.*?)</script>', html, re.S)[1])

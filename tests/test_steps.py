@@ -8,10 +8,10 @@ from html import unescape
 import pytest
 from django.urls import reverse
 
-from experiments import stats, steps
-from experiments.analysis import experiment_analyse
+from experiments.analysis.services import experiment_analyse
+from experiments.measurement import stats, steps
+from experiments.measurement.steps import RequestSteps
 from experiments.models import Arm, Experiment
-from experiments.steps import RequestSteps
 from tests.api_helpers import token_client
 from tests.factories import ArmFactory, ExperimentFactory, RequestRecordFactory, RunSummaryFactory
 

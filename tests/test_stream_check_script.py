@@ -4,7 +4,7 @@ demand; the figures are in docs/metrics.md ("Stream fidelity")."""
 
 import pytest
 
-from experiments.packed import FLOAT64, UINT32
+from experiments.measurement.packed import FLOAT64, UINT32
 from scripts import bench_loadgen, check_stream_fidelity
 from workers.loadgen import LoadResult, RequestResult, finalise
 

@@ -7,6 +7,7 @@ from unittest import mock
 import pytest
 from django.utils import timezone
 
+from experiments.execution import dispatch as dispatch_module
 from experiments.models import Experiment, Run
 from tests.factories import ExperimentFactory, RunFactory, RunSummaryFactory
 from workers import tasks
@@ -16,8 +17,8 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def dispatch():
-    with mock.patch.object(tasks.experiment_execute, "apply_async") as apply_async:
-        yield apply_async
+    with mock.patch.object(dispatch_module, "task_send") as send:
+        yield send
 
 
 def _stale(experiment, **fields):
@@ -75,4 +76,6 @@ def test_reaper_fails_a_run_tried_too_often_and_then_closes_its_experiment(dispa
 def test_the_registered_task_names_stay_stable():
     # Queued messages and the beat schedule refer to these names.
     assert tasks.experiment_execute.name == "workers.tasks.experiment_execute"
+    # The web side sends the experiment task by this name (it does not import workers).
+    assert tasks.experiment_execute.name == dispatch_module.EXECUTE_TASK
     assert tasks.runs_reap_stale.name == "workers.tasks.runs_reap_stale"

@@ -21,11 +21,12 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
-from experiments import decisions, teams
-from experiments.decisions import DecisionSpec
+from experiments import teams
 from experiments.models import Decision, Experiment, SpeedupEstimate, UploadedPromptSet
-from experiments.prompt_sets import prompt_set_upload
-from experiments.prompt_uploads import prompt_file_read
+from experiments.prompt_sets.services import prompt_set_upload
+from experiments.prompts.uploads import prompt_file_read
+from experiments.review import services as decisions
+from experiments.review.services import DecisionSpec
 from tests.factories import ExperimentFactory, UserFactory, form_data, seed_finished_experiment
 
 pytestmark = pytest.mark.django_db

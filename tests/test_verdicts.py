@@ -5,8 +5,8 @@ import random
 
 import pytest
 
-from experiments import verdicts
-from experiments.stats import RatioEstimate, block_interval, blocks_to_settle
+from experiments.measurement import verdicts
+from experiments.measurement.stats import RatioEstimate, block_interval, blocks_to_settle
 
 
 def _est(point, lo, hi, blocks=3, sd=0.05):

@@ -4,8 +4,11 @@ node name of the worker that claimed it, and the experiment page names it."""
 import pytest
 from django.urls import reverse
 
-from experiments import dispatch, selectors, services
+from experiments.definition import services as definition
+from experiments.execution import dispatch
+from experiments.execution import services as execution
 from experiments.models import Experiment, Run
+from experiments.results import selectors
 from tests.factories import ArmFactory, ExperimentFactory, RunFactory, UserFactory, experiment_fields
 from tests.test_runner import NGRAM, served  # noqa: F401 (a fixture)
 from workers import runner
@@ -15,7 +18,7 @@ pytestmark = pytest.mark.django_db
 
 def test_a_claim_records_the_worker_and_a_requeue_forgets_it():
     run = RunFactory()
-    assert services.run_claim(run_id=run.id, worker_host="gpu-host-7", worker_name="h100-3@gpu-host-7")
+    assert execution.run_claim(run_id=run.id, worker_host="gpu-host-7", worker_name="h100-3@gpu-host-7")
     run.refresh_from_db()
     assert (run.worker_host, run.worker_name) == ("gpu-host-7", "h100-3@gpu-host-7")
 
@@ -26,7 +29,7 @@ def test_a_claim_records_the_worker_and_a_requeue_forgets_it():
 
 def test_the_worker_executing_an_experiment_is_recorded_on_every_run(served, celery_dispatch):  # noqa: F811
     fields = experiment_fields(num_prompts=2, max_tokens=4, concurrency_levels=[1, 2], repetitions=2)
-    experiment = services.experiment_create(owner=UserFactory(), arms=[NGRAM], **fields)
+    experiment = definition.experiment_create(owner=UserFactory(), arms=[NGRAM], **fields)
 
     runner.experiment_run_all(experiment.id, worker_host="host-1", worker_name="pool-2@host-1")
 
@@ -37,7 +40,7 @@ def test_the_worker_executing_an_experiment_is_recorded_on_every_run(served, cel
 
 def test_runs_that_fail_before_a_server_starts_record_the_worker_too(served, celery_dispatch, monkeypatch):  # noqa: F811
     fields = experiment_fields(num_prompts=2, max_tokens=4, concurrency_levels=[1], repetitions=1)
-    experiment = services.experiment_create(owner=UserFactory(), arms=[NGRAM], **fields)
+    experiment = definition.experiment_create(owner=UserFactory(), arms=[NGRAM], **fields)
     monkeypatch.setattr(runner, "experiment_requests", _no_prompts)
 
     runner.experiment_run_all(experiment.id, worker_host="host-1", worker_name="cpu@host-1")

@@ -10,9 +10,10 @@ from django.db import connection
 from django.urls import reverse
 from kombu.exceptions import OperationalError
 
-from experiments import selectors, worker_queues
+from experiments.execution import worker_queues
+from experiments.execution.worker_queues import LiveQueue, LiveQueues
 from experiments.models import Experiment, Run
-from experiments.worker_queues import LiveQueue, LiveQueues
+from experiments.results import selectors
 from tests.api_helpers import token_client
 from tests.factories import ArmFactory, ExperimentFactory, RunFactory, form_data
 

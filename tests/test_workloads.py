@@ -3,9 +3,9 @@ import json
 
 import pytest
 
-from experiments import workloads
 from experiments.models import Experiment
-from experiments.workloads import (
+from experiments.prompts import catalog as workloads
+from experiments.prompts.catalog import (
     PromptSet,
     builtin_prompt_sets,
     experiment_prompts,

@@ -45,7 +45,7 @@ class CpuBinding:
         """Environment variables for the vLLM server process."""
         return {OMP_BIND_VAR: core_list(self.engine_cores)}
 
-    def record(self) -> dict:
+    def record(self) -> dict[str, object]:
         """What EnvironmentSnapshot.cpu_binding stores."""
         return {"engine_cores": core_list(self.engine_cores), "client_cores": list(self.client_cores), "env": self.env}
 

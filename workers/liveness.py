@@ -1,7 +1,7 @@
 """The beat of a worker process that holds an experiment: every second, from a thread of its
 own, so that a run busy in a long request or a slow server start still shows its process is
 alive. A dead process stops beating; the reaper then takes its work back within
-SPECDASH_HEARTBEAT_STALE_S (experiments/dispatch.py). Slow but alive is bounded by the
+SPECDASH_HEARTBEAT_STALE_S (experiments/execution/dispatch.py). Slow but alive is bounded by the
 per-run time limit instead."""
 
 import logging
@@ -9,7 +9,7 @@ import threading
 
 from django.db import DatabaseError, connection
 
-from experiments import dispatch
+from experiments.execution import dispatch
 
 logger = logging.getLogger(__name__)
 

@@ -33,11 +33,12 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any, TypeVar
 
 import aiohttp
 
-from experiments import stats, stream_fidelity
-from experiments.packed import FLOAT64, UINT16, UINT32
+from experiments.measurement import stats, stream_fidelity
+from experiments.measurement.packed import FLOAT64, UINT16, UINT32
 from workers.prom import (
     CapacityFigures,
     CapacitySample,
@@ -50,13 +51,14 @@ from workers.prom import (
 
 ProgressCallback = Callable[[int, int], None]
 # A request's input: the text of a completion, or the messages of a chat.
-Prompt = str | list[dict]
+Prompt = str | list[dict[str, Any]]
 COMPLETIONS_PATH = "/v1/completions"
 CHAT_PATH = "/v1/chat/completions"
 # One small GET this often beside the load: often enough to catch a peak of the KV cache on
 # runs of a few seconds, rarely enough that the server's time to render the page (a few
 # milliseconds) stays well under 1 % of a core.
 CAPACITY_POLL_S = 0.5
+_Parsed = TypeVar("_Parsed")
 
 
 @dataclass
@@ -68,11 +70,12 @@ class RequestResult:
     ttft_ms: float | None = None
     e2e_ms: float | None = None
     tpot_ms: float | None = None
-    # Recorded into array.array of the stored element types (experiments/packed.py), so that
-    # storing a request copies its buffers instead of reading every number.
-    chunk_times_ms: array = field(default_factory=FLOAT64.new)
-    chunk_tokens: array = field(default_factory=UINT32.new)
-    output_token_ids: array = field(default_factory=UINT32.new)
+    # Recorded into array.array of the stored element types (experiments/measurement/packed.py), so that
+    # storing a request copies its buffers instead of reading every number. The annotations are
+    # quoted: array.array takes a subscript at run time from Python 3.12 only.
+    chunk_times_ms: "array[float]" = field(default_factory=FLOAT64.new)
+    chunk_tokens: "array[int]" = field(default_factory=UINT32.new)
+    output_token_ids: "array[int]" = field(default_factory=UINT32.new)
     queue_ms: float | None = None
     # vLLM's own decode time (first output token to last, engine timestamps): with
     # --enable-per-request-metrics it rides on the final usage chunk.
@@ -82,14 +85,14 @@ class RequestResult:
     server_ttft_ms: float | None = None
     server_queue_ms: float | None = None
     # Derived in finalise(): TPOT as the engine timed it, and how the stream the client saw
-    # compares with the engine's timing (experiments/stream_fidelity.py).
+    # compares with the engine's timing (experiments/measurement/stream_fidelity.py).
     server_tpot_ms: float | None = None
     stream: stream_fidelity.StreamCheck = field(default_factory=stream_fidelity.StreamCheck)
     finish_reason: str = ""
     error: str = ""
     spec_acceptance_length: float | None = None
-    spec_accepted_per_step: array | None = None
-    spec_proposed_per_step: array | None = None
+    spec_accepted_per_step: "array[int] | None" = None
+    spec_proposed_per_step: "array[int] | None" = None
 
 
 @dataclass
@@ -120,7 +123,7 @@ def poisson_offsets(count: int, rate: float | None, seed: int) -> list[float]:
 
 def request_body(
     *, model: str, prompt: Prompt, max_tokens: int, temperature: float, top_p: float, seed: int, ignore_eos: bool
-) -> dict:
+) -> dict[str, Any]:
     return {
         "model": model,
         **({"messages": prompt} if isinstance(prompt, list) else {"prompt": prompt}),
@@ -143,7 +146,7 @@ def sse_data(line: bytes) -> bytes | None:
     return line[5:].strip()
 
 
-def apply_event(result: RequestResult, event: dict, at_ms: float) -> None:
+def apply_event(result: RequestResult, event: dict[str, Any], at_ms: float) -> None:
     """Fold one streamed JSON event, received `at_ms` after the send, into `result`."""
     if "error" in event:
         error = event["error"]
@@ -172,7 +175,7 @@ def apply_event(result: RequestResult, event: dict, at_ms: float) -> None:
         _apply_spec_metrics(result, spec)
 
 
-def _apply_spec_metrics(result: RequestResult, spec: dict) -> None:
+def _apply_spec_metrics(result: RequestResult, spec: dict[str, Any]) -> None:
     # With no verify step (e.g. a one-token output) vLLM still reports a length of 1.0.
     if spec.get("num_spec_steps"):
         result.spec_acceptance_length = spec["mean_acceptance_length"]
@@ -181,7 +184,7 @@ def _apply_spec_metrics(result: RequestResult, spec: dict) -> None:
     result.spec_proposed_per_step = _per_step(spec.get("per_step_drafted"))
 
 
-def _per_step(counts: list[int] | None) -> array | None:
+def _per_step(counts: list[int] | None) -> "array[int] | None":
     return None if counts is None else UINT16.new(counts)
 
 
@@ -240,7 +243,7 @@ async def fetch_metrics(session: aiohttp.ClientSession, base_url: str) -> str | 
         return None
 
 
-def _parsed(text: str | None, parse: Callable):
+def _parsed(text: str | None, parse: Callable[[str], _Parsed]) -> _Parsed | None:
     """`parse(text)`, or None when the page was not read or lacks what `parse` needs."""
     try:
         return None if text is None else parse(text)
@@ -269,7 +272,7 @@ class CapacitySampler:
 
 
 async def send_request(
-    session: aiohttp.ClientSession, url: str, body: dict, *, prompt_index: int, origin: float
+    session: aiohttp.ClientSession, url: str, body: dict[str, Any], *, prompt_index: int, origin: float
 ) -> tuple[RequestResult, float]:
     """One streamed request, never raising for HTTP or connection failures.
 
@@ -303,7 +306,7 @@ class _Phase:
 
     session: aiohttp.ClientSession
     url: str
-    bodies: dict[int, dict]
+    bodies: dict[int, dict[str, Any]]
     semaphore: asyncio.Semaphore
     on_request_done: ProgressCallback | None = None
     executor: ThreadPoolExecutor | None = None
@@ -319,7 +322,7 @@ class _Phase:
                 tasks.append(group.create_task(self._one(index, body, origin, offset)))
         return [task.result() for task in tasks]
 
-    async def _one(self, index: int, body: dict, origin: float, offset: float) -> tuple[RequestResult, float]:
+    async def _one(self, index: int, body: dict[str, Any], origin: float, offset: float) -> tuple[RequestResult, float]:
         async with self.semaphore:
             outcome = await send_request(self.session, self.url, body, prompt_index=index, origin=origin)
         if self.paced:
@@ -412,14 +415,16 @@ async def _measure(phase: _Phase, sampler: CapacitySampler, offsets: list[float]
         duration_s=last_ended - first_sent,
         started_at=started_at,
         finished_at=finished_at,
-        spec_counters=None if None in (counters_before, counters_after) else diff(counters_before, counters_after),
+        spec_counters=(
+            None if counters_before is None or counters_after is None else diff(counters_before, counters_after)
+        ),
         capacity=summarise_capacity(
             _parsed(text_before, parse_capacity), sampler.samples, _parsed(text_after, parse_capacity)
         ),
     )
 
 
-def run_load_sync(*, time_limit_s: float | None = None, **kwargs) -> LoadResult:
+def run_load_sync(*, time_limit_s: float | None = None, **kwargs: Any) -> LoadResult:
     """run_load in an event loop of its own; TimeoutError past `time_limit_s` (the run's
     limit), after the requests under way are cancelled."""
     return asyncio.run(asyncio.wait_for(run_load(**kwargs), timeout=time_limit_s))

@@ -66,14 +66,14 @@ class ModelPrefetch:
         self.ids = [] if offline() else model_ids(models)
         self.python = python
         self.log_path = log_path
-        self._proc: subprocess.Popen | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
         self.outcome = "nothing to fetch" if not self.ids else "not started"
 
     def __enter__(self) -> "ModelPrefetch":
         self.start()
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
     def start(self) -> None:

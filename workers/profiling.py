@@ -4,10 +4,10 @@ vLLM's torch profiler, summarised into where an engine step's time goes.
 Only the server of the arm's last block profiles (its levels after its measured runs), so
 every other server runs as an unprofiled one does. That server is started with the profiler
 configured (workers/vllm_server.profiler_args) and with vLLM's named scopes around the
-model runner's phases (forward, sample, draft: what experiments/profiles.py classifies);
+model runner's phases (forward, sample, draft: what experiments/measurement/trace_shares.py classifies);
 while no profile is being taken those scopes cost a few microseconds per step. The trace
 stays on the worker's disk under the experiment's data folder, its path and the shares in
-the database (services.profiled_interval_record). The interval is not a run: its requests
+the database (execution.profiled_interval_record). The interval is not a run: its requests
 are not stored and no statistic reads it.
 """
 
@@ -17,10 +17,13 @@ import socket
 import urllib.request
 import uuid
 from pathlib import Path
+from typing import TypedDict
 
 from django.conf import settings
 
-from experiments import limits, profiles, services
+from experiments.execution import services as execution
+from experiments.measurement import limits
+from experiments.measurement import trace_shares as profiles
 from experiments.models import Arm, Experiment, ProfiledInterval, Run
 from workers.loadgen import LoadResult, Prompt, run_load_sync
 
@@ -34,6 +37,15 @@ MIN_REQUESTS = 4
 STOP_TIMEOUT_S = 600.0
 # vLLM wraps the model runner's phases in torch.profiler.record_function only when this is set.
 SCOPES_ENV = {"VLLM_CUSTOM_SCOPES_FOR_PROFILING": "1"}
+
+
+class _IntervalOf(TypedDict):
+    """What every record of one profiled interval names."""
+
+    experiment: Experiment
+    arm: Arm
+    level: int
+    worker_host: str
 
 
 def profiled_levels(experiment: Experiment, runs: list[Run]) -> list[int]:
@@ -96,7 +108,7 @@ def interval_profile(base_url: str, experiment: Experiment, arm: Arm, level: int
             size, concurrency=level, seconds_per_token=settings.SPECDASH_RUN_SECONDS_PER_TOKEN
         ),
     }  # fmt: skip
-    record = {"experiment": experiment, "arm": arm, "level": level, "worker_host": socket.gethostname()}
+    record: _IntervalOf = {"experiment": experiment, "arm": arm, "level": level, "worker_host": socket.gethostname()}
     try:
         load = profiled_load(base_url, prefix=prefix, load_args=load_args)
         files = trace_files(directory, prefix)
@@ -105,13 +117,13 @@ def interval_profile(base_url: str, experiment: Experiment, arm: Arm, level: int
         summary = profiles.summarise_files(files)
     except profiles.TraceError as exc:  # the trace says why it cannot be split: that is the whole message
         logger.warning("profiled interval of %s at %d: %s", arm, level, exc)
-        services.profiled_interval_record(**record, requests=len(chosen), error=str(exc))
+        execution.profiled_interval_record(**record, requests=len(chosen), error=str(exc))
         return
     except Exception as exc:
         logger.exception("profiled interval of %s at %d failed", arm, level)
-        services.profiled_interval_record(**record, requests=len(chosen), error=f"{type(exc).__name__}: {exc}")
+        execution.profiled_interval_record(**record, requests=len(chosen), error=f"{type(exc).__name__}: {exc}")
         return
-    services.profiled_interval_record(
+    execution.profiled_interval_record(
         **record,
         requests=len(load.requests),
         completed=sum(1 for r in load.requests if not r.error),

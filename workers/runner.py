@@ -19,10 +19,12 @@ from pathlib import Path
 from django.conf import settings
 from django.db import DatabaseError, connection
 
-from experiments import dispatch, limits, services
-from experiments.model_paths import model_path_refusal
+from experiments import lifecycle
+from experiments.execution import dispatch, services
+from experiments.measurement import limits
 from experiments.models import Arm, Experiment, IllegalTransition, Run
-from experiments.workloads import experiment_requests
+from experiments.prompts.catalog import experiment_requests
+from experiments.rules.model_paths import model_path_refusal
 from workers import affinity, profiling, spool, synthetic_acceptance
 from workers.chat_template import chat_template_for
 from workers.envinfo import capture_environment, gpu_info
@@ -143,7 +145,7 @@ class SyntheticAcceptanceUnsupported(ServerStartError):
 
 
 class ModelRefused(ServerStartError):
-    """A model this worker's settings do not allow (experiments/model_paths.py): no server
+    """A model this worker's settings do not allow (experiments/rules/model_paths.py): no server
     is started. The form applied the same rule, but with the web server's settings and at
     submission; an experiment run again, or a worker configured apart, is checked here."""
 
@@ -339,7 +341,7 @@ def runs_fail(runs: list[Run], error: str, *, worker_host: str, worker_name: str
 
 def session_execute(execution: Execution, session: Session) -> None:
     """Run the session's runs on fresh servers. A server that dies under a run is replaced,
-    and the run tried again, up to its attempt limit (experiments/dispatch.py)."""
+    and the run tried again, up to its attempt limit (experiments/execution/dispatch.py)."""
     runs = session.runs
     while runs:
         try:
@@ -481,7 +483,7 @@ def experiment_execute_held(experiment: Experiment, *, worker_host: str, worker_
                 for session in sessions:
                     session_execute(execution, session)
         if not experiment.runs.open().exists():
-            services.experiment_finish(experiment=experiment)
+            lifecycle.experiment_finish(experiment=experiment)
     except (RunCancelled, IllegalTransition) as stop:
         # Cancelled between runs, during a load, or before the experiment could start or finish.
         if not experiment_cancelled(experiment_id):

@@ -4,7 +4,7 @@ A run's measurements are written here before the database is tried: if PostgreSQ
 restarting, the worker retries until it answers; if the worker dies first, its next task
 (the pool process that replaces the dead one, or the worker restarted under its node name)
 stores the file. The database decides whether a spooled result is still wanted
-(services.run_record_result): a run stored, cancelled or failed meanwhile takes nothing, and
+(execution.run_record_result): a run stored, cancelled or failed meanwhile takes nothing, and
 storing replaces the run's rows, so a result is never recorded twice.
 
 The files are pickles written and read by the worker itself, in a folder of its own under
@@ -22,7 +22,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection
 
-from experiments import services
+from experiments.execution import services as execution
 from experiments.models import Experiment
 from workers import ingest
 from workers.loadgen import LoadResult
@@ -63,7 +63,7 @@ def spool_write(record: SpooledRun, *, worker_name: str) -> Path:
 
 def _store(record: SpooledRun) -> bool:
     experiment = Experiment.objects.get(id=record.experiment_id)
-    return services.run_record_result(
+    return execution.run_record_result(
         run_id=record.run_id,
         store=lambda: ingest.ingest_run(
             run_id=record.run_id, load=record.load, counters=record.counters,

@@ -1,4 +1,4 @@
-"""Whether this host's vLLM can run a synthetic acceptance sweep (experiments/acceptance_sweep.py).
+"""Whether this host's vLLM can run a synthetic acceptance sweep (experiments/analysis/acceptance_sweep.py).
 
 vLLM 0.32 reads `rejection_sample_method: "synthetic"` on every build, and its GPU
 sampling kernels (Triton) implement it, but the CPU build's sampling kernels refuse it: the

@@ -50,23 +50,25 @@ def runs_reap_stale() -> None:
     """Take work back from dead worker processes: experiments whose holder stopped beating
     and runs whose heartbeat went stale are queued again and dispatched on their own queues;
     experiments with no work left are closed."""
-    from experiments import dispatch, services
+    from experiments import lifecycle
+    from experiments.execution import dispatch
+    from experiments.execution import services as execution
     from experiments.models import Experiment
 
     stale_after = timedelta(seconds=settings.SPECDASH_HEARTBEAT_STALE_S)
     ids = set(dispatch.experiments_take_back_dead(stale_after=stale_after))
-    ids |= set(services.runs_requeue_stale(stale_after=stale_after))
+    ids |= set(execution.runs_requeue_stale(stale_after=stale_after))
     for experiment in Experiment.objects.filter(id__in=ids):
         logger.warning("re-dispatching experiment %s: its worker process stopped beating", experiment.id)
         dispatch.experiment_dispatch(experiment=experiment)
-    for experiment in services.experiments_without_work():
-        services.experiment_finish(experiment=experiment)
+    for experiment in execution.experiments_without_work():
+        lifecycle.experiment_finish(experiment=experiment)
 
 
 @shared_task
 def experiments_dispatch_waiting() -> None:
     """Hand the broker the experiments saved while it could not be reached."""
-    from experiments import dispatch
+    from experiments.execution import dispatch
 
     for experiment in dispatch.experiments_waiting_for_broker():
         if dispatch.experiment_dispatch(experiment=experiment):

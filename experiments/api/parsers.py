@@ -1,5 +1,5 @@
 """The API's JSON body parser: DRF's, reading with the rules every other door reads JSON by
-(experiments/json_input.py): nesting bounded before parsing, NaN and Infinity refused, and a
+(experiments/rules/json_input.py): nesting bounded before parsing, NaN and Infinity refused, and a
 NUL or a lone surrogate in any string refused. A refusal is a 400 that says where."""
 
 import codecs
@@ -8,7 +8,7 @@ from django.conf import settings
 from rest_framework import parsers
 from rest_framework.exceptions import ParseError
 
-from experiments import json_input
+from experiments.rules import json_input
 
 
 class JSONParser(parsers.JSONParser):

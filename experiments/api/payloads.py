@@ -1,13 +1,15 @@
 """What the API answers, built from the same reads as the pages: an experiment with its
-protocol and progress (experiments/selectors.py), its results (experiments/results.py, the
-experiment page's results block) and its rows (experiments/exports.py, the downloads). The
+protocol and progress (experiments/results/selectors.py), its results (experiments/results/block.py, the
+experiment page's results block) and its rows (experiments/results/exports.py, the downloads). The
 API adds no arithmetic of its own, so its numbers are the page's."""
 
 from django.urls import reverse
 
-from experiments import acceptance_sweep, capacity, exports, results, selectors, step_profiles
+from experiments.analysis import acceptance_sweep, capacity
 from experiments.api.submission import spec_from_experiment
 from experiments.models import Experiment, SpeedupEstimate
+from experiments.results import block as results
+from experiments.results import exports, selectors, step_profiles
 
 
 def _links(experiment: Experiment) -> dict:
@@ -143,7 +145,7 @@ def results_payload(experiment: Experiment) -> dict:
     }
 
 
-# The stored chart series the page draws, by name (experiments/analysis.py).
+# The stored chart series the page draws, by name (experiments/analysis/services.py).
 SERIES = (
     "tpot_cdf", "acceptance_length_cdf", "tokens_per_step", "along_output", "predicted",
     "by_category", "by_input_length", "step_accounting", "calibration",

@@ -2,23 +2,31 @@
 experiment form's, so the schema documents exactly what the form accepts; the answers are
 built in payloads.py and described here."""
 
+from collections.abc import Callable
 from functools import partial
+from typing import Any, TypedDict
 
 from django import forms
+from django.db import models
 from django.utils.choices import CallableChoiceIterator
 from rest_framework import serializers
 
-from experiments import stream_fidelity
 from experiments.api.payloads import PROGRESS_COUNTS
 from experiments.api.submission import ARMS_KEY
-from experiments.exports import REQUEST_EXPORT_FIELDS, SUMMARY_EXPORT_FIELDS
-from experiments.forms import ArmForm, ExperimentForm
+from experiments.definition.forms import ArmForm, ExperimentForm
+from experiments.measurement import stream_fidelity
 from experiments.models import Experiment, RequestRecord, Run, RunSummary
+from experiments.results.exports import REQUEST_EXPORT_FIELDS, SUMMARY_EXPORT_FIELDS
 
 SYNTHETIC_RUN_HELP = "Set on the runs of a synthetic acceptance sweep, which do not measure the arm."
 
 
-def _number_bounds(field: forms.Field) -> dict:
+class _SpecFieldOptions(TypedDict):
+    required: bool
+    help_text: str
+
+
+def _number_bounds(field: forms.Field) -> dict[str, Any]:
     bounds = {"min_value": getattr(field, "min_value", None), "max_value": getattr(field, "max_value", None)}
     return {name: value for name, value in bounds.items() if value is not None}
 
@@ -26,7 +34,7 @@ def _number_bounds(field: forms.Field) -> dict:
 def _spec_field(name: str, field: forms.Field) -> serializers.Field:
     """The serializer field documenting one form field; optional, since an omitted field takes
     the form's initial value."""
-    common = {"required": False, "help_text": str(field.help_text or field.label or name)}
+    common: _SpecFieldOptions = {"required": False, "help_text": str(field.help_text or field.label or name)}
     if name == "concurrency_levels":
         return serializers.ListField(child=serializers.IntegerField(min_value=1), **common)
     if name == "synthetic_sweep":
@@ -44,11 +52,14 @@ def _spec_field(name: str, field: forms.Field) -> serializers.Field:
         return serializers.IntegerField(allow_null=not field.required, **_number_bounds(field), **common)
     # Choices read at run time (the prompt sets) would make the schema depend on the data.
     if isinstance(field, forms.ChoiceField) and not isinstance(field.choices, CallableChoiceIterator):
-        return serializers.ChoiceField(choices=field.choices, **common)
+        # DRF takes any iterable of choices; its stub asks for a Sequence (Django gives a list here).
+        return serializers.ChoiceField(choices=field.choices, **common)  # type: ignore[arg-type]
     return serializers.CharField(allow_blank=not field.required, allow_null=True, **common)
 
 
-def _serializer_from_form(name: str, form_class: type[forms.Form], extra: dict) -> type[serializers.Serializer]:
+def _serializer_from_form(
+    name: str, form_class: type[forms.Form], extra: dict[str, serializers.Field]
+) -> type[serializers.Serializer]:
     fields = {field_name: _spec_field(field_name, field) for field_name, field in form_class.base_fields.items()}
     return type(name, (serializers.Serializer,), fields | extra)
 
@@ -62,7 +73,10 @@ ExperimentSpecSerializer = _serializer_from_form(
 
 
 class SpecErrorsSerializer(serializers.Serializer):
-    errors = serializers.DictField(help_text="The form's messages by field; `arms` holds one object per arm.")
+    # The serializer metaclass pops declared fields off the class, so this shadows no attribute.
+    errors = serializers.DictField(  # type: ignore[assignment]
+        help_text="The form's messages by field; `arms` holds one object per arm."
+    )
     messages = serializers.ListField(child=serializers.CharField(), help_text="One line per refusal.")
 
 
@@ -73,7 +87,8 @@ class DetailSerializer(serializers.Serializer):
 class ArmSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     position = serializers.IntegerField()
-    label = serializers.CharField()
+    # The serializer metaclass pops declared fields off the class, so this shadows no attribute.
+    label = serializers.CharField()  # type: ignore[assignment]
     method = serializers.CharField()
     num_speculative_tokens = serializers.IntegerField(allow_null=True)
     params = serializers.DictField()
@@ -123,7 +138,9 @@ class RunProgressSerializer(serializers.Serializer):
     error = serializers.CharField()
 
 
-def _numbers(name: str, names: tuple[str, ...], field, extra: dict) -> type[serializers.Serializer]:
+def _numbers(
+    name: str, names: tuple[str, ...], field: Callable[[], serializers.Field], extra: dict[str, serializers.Field]
+) -> type[serializers.Serializer]:
     return type(name, (serializers.Serializer,), {n: field() for n in names} | extra)
 
 
@@ -244,7 +261,8 @@ class SweepLevelSerializer(serializers.Serializer):
 
 class SweepSerializer(serializers.Serializer):
     arm = serializers.IntegerField(help_text="The arm's id.")
-    label = serializers.CharField()
+    # The serializer metaclass pops declared fields off the class, so this shadows no attribute.
+    label = serializers.CharField()  # type: ignore[assignment]
     tau = serializers.FloatField(allow_null=True, help_text="The arm's measured mean acceptance length.")
     lengths = serializers.ListField(child=serializers.FloatField())
     levels = SweepLevelSerializer(many=True)
@@ -304,7 +322,9 @@ class ResultsSerializer(serializers.Serializer):
     warnings = serializers.ListField(child=serializers.CharField())
 
 
-def _row_serializer(name: str, model, columns: tuple[str, ...], extra: dict) -> type[serializers.Serializer]:
+def _row_serializer(
+    name: str, model: type[models.Model], columns: tuple[str, ...], extra: dict[str, serializers.Field]
+) -> type[serializers.Serializer]:
     """A download row: the run columns, then the table's own (a model serializer's mapping)."""
     mapped = type(
         f"{name}Fields", (serializers.ModelSerializer,), {"Meta": type("Meta", (), {"model": model, "fields": columns})}
@@ -323,7 +343,7 @@ RequestRowSerializer = _row_serializer(
     RequestRecord,
     REQUEST_EXPORT_FIELDS,
     {
-        # Stored packed (experiments/packed.py), given as lists of numbers.
+        # Stored packed (experiments/measurement/packed.py), given as lists of numbers.
         "chunk_times_ms": serializers.ListField(
             child=serializers.FloatField(), help_text=RequestRecord._meta.get_field("chunk_times_ms").help_text
         ),

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from django import forms
 from django.db import models
 
-from experiments import prefill
-from experiments.forms import ARM_FORMSET_PREFIX, ArmForm, ArmFormSet, ExperimentForm
+from experiments.definition import prefill
+from experiments.definition.forms import ARM_FORMSET_PREFIX, ArmForm, ArmFormSet, ExperimentForm
+from experiments.definition.services import ArmSpec
 from experiments.models import Experiment
-from experiments.services import ArmSpec
 
 ARMS_KEY = "arms"
 NON_FIELD = "non_field_errors"
@@ -85,7 +85,7 @@ def _arms_data(arms, errors: dict) -> dict:
         errors[ARMS_KEY] = ['A list of speculative arms, each an object such as {"method": "ngram"}.']
         return {}
     data = {f"{ARM_FORMSET_PREFIX}-TOTAL_FORMS": str(len(arms)), f"{ARM_FORMSET_PREFIX}-INITIAL_FORMS": "0"}
-    arm_errors = [{} for _ in arms]
+    arm_errors: list[dict[str, list[str]]] = [{} for _ in arms]
     for index, arm in enumerate(arms):
         data |= _posted(arm, ArmForm.base_fields, f"{ARM_FORMSET_PREFIX}-{index}-", arm_errors[index])
     if any(arm_errors):
@@ -141,6 +141,7 @@ def _json_value(field: forms.Field, value):
     """A form value as the spec gives it: a row as its field takes it (a team by name, an
     uploaded prompt set by id), "" as null."""
     if isinstance(value, models.Model):
+        assert isinstance(field, forms.ModelChoiceField), "only a ModelChoiceField's value is a row"
         return value.serializable_value(field.to_field_name or "pk")
     return None if value == "" else value
 

@@ -4,17 +4,17 @@ from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from experiments.api import tokens
+from experiments.api import auth_tokens
 
 
 @require_GET
 @never_cache  # a secret: no browser or proxy may keep the page (Cache-Control: no-store)
 def api_token(request):
-    context = {"token": tokens.api_token_of(user=request.user)}
+    context = {"token": auth_tokens.api_token_of(user=request.user)}
     return render(request, "experiments/api_token.html", context)
 
 
 @require_POST
 def api_token_rotate(request):
-    tokens.api_token_rotate(user=request.user)
+    auth_tokens.api_token_rotate(user=request.user)
     return redirect("api:token")

@@ -1,6 +1,8 @@
 """The API's endpoints: check access → validate → call a service or a payload builder, as the
 pages' views do. A token (or a logged-in session) is needed for everything but the schema."""
 
+from typing import TYPE_CHECKING, TypedDict, cast
+
 from django.contrib.auth.decorators import login_not_required
 from django.shortcuts import get_object_or_404
 from django.urls import resolve, reverse
@@ -10,7 +12,7 @@ from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from experiments import exports, selectors, services, submissions
+from experiments import submissions
 from experiments.api import payloads
 from experiments.api.serializers import (
     DetailSerializer,
@@ -23,7 +25,14 @@ from experiments.api.serializers import (
     SummaryRowSerializer,
 )
 from experiments.api.submission import SpecInvalid, submission_from_spec
+from experiments.definition import services as definition
+from experiments.execution import services as execution
 from experiments.models import Experiment, IllegalTransition
+from experiments.results import exports, selectors
+
+if TYPE_CHECKING:
+    from django.db.models import QuerySet
+    from django_stubs_ext import WithAnnotations
 
 
 class RowPages(PageNumberPagination):
@@ -47,7 +56,14 @@ def _experiment(request, pk: int) -> Experiment:
     return get_object_or_404(Experiment.objects.visible_to(request.user).select_related("owner", "analysis"), pk=pk)
 
 
-def _list_item(experiment: Experiment) -> dict:
+class _RunCounts(TypedDict):
+    """What selectors.experiment_list annotates each experiment with."""
+
+    runs_total: int
+    runs_done: int
+
+
+def _list_item(experiment: "WithAnnotations[Experiment, _RunCounts]") -> dict:
     return {
         "id": experiment.pk, "name": experiment.name, "owner": experiment.owner.get_username(),
         "team": experiment.team.name, "status": experiment.status, "created_at": experiment.created_at,
@@ -78,9 +94,14 @@ class ExperimentsView(ApiView):
         if wanted and wanted not in Experiment.Status.values:
             known = ", ".join(Experiment.Status.values)
             return Response({"detail": f"Unknown status; one of: {known}."}, status=status.HTTP_400_BAD_REQUEST)
-        experiments = selectors.experiment_list(user=request.user, status=wanted)
+        # experiment_list annotates the run counts; its return type does not say so.
+        experiments = cast(
+            "QuerySet[WithAnnotations[Experiment, _RunCounts]]",
+            selectors.experiment_list(user=request.user, status=wanted),
+        )
         pages = RowPages()
         page = pages.paginate_queryset(experiments, request, view=self)
+        assert page is not None, "RowPages has a page size, so it always pages"
         return pages.get_paginated_response([_list_item(experiment) for experiment in page])
 
     @extend_schema(
@@ -109,7 +130,7 @@ class ExperimentsView(ApiView):
             )
 
         def write() -> str:
-            experiment = services.experiment_create(owner=request.user, arms=submission.arms, **submission.fields)
+            experiment = definition.experiment_create(owner=request.user, arms=submission.arms, **submission.fields)
             return reverse("api:experiment-detail", args=[experiment.pk])
 
         if key is None:
@@ -148,7 +169,7 @@ class CancelView(ApiView):
         if request.user != experiment.owner and not request.user.is_staff:
             return Response({"detail": "Only the experiment's owner (or staff) may cancel it."}, status=403)
         try:
-            services.experiment_cancel(experiment=experiment, by=request.user)
+            execution.experiment_cancel(experiment=experiment, by=request.user)
         except IllegalTransition:
             detail = f"The experiment is {experiment.get_status_display().lower()}: nothing to cancel."
             return Response({"detail": detail}, status=status.HTTP_409_CONFLICT)

@@ -90,7 +90,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='speedupestimate',
             name='outcome',
-            field=models.CharField(blank=True, help_text='The verdict word (experiments/verdicts.py).', max_length=32),
+            field=models.CharField(blank=True, help_text='The verdict word (experiments/measurement/verdicts.py).', max_length=32),
         ),
         migrations.AlterField(
             model_name='experiment',

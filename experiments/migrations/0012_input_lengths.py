@@ -13,6 +13,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='experiment',
             name='input_lengths',
-            field=models.CharField(blank=True, help_text='Synthetic input-length distribution, e.g. 16-256 (experiments/input_lengths.py).', max_length=200),
+            field=models.CharField(blank=True, help_text='Synthetic input-length distribution, e.g. 16-256 (experiments/prompts/input_lengths.py).', max_length=200),
         ),
     ]

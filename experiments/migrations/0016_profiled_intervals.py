@@ -14,7 +14,7 @@ class Migration(migrations.Migration):
             field=models.BooleanField(
                 default=False,
                 help_text="After each arm's measured runs, one short extra interval per level under vLLM's torch "
-                "profiler (experiments/profiles.py); left out of every statistic.",
+                "profiler (experiments/measurement/trace_shares.py); left out of every statistic.",
             ),
         ),
         migrations.CreateModel(

@@ -1,4 +1,4 @@
-"""Request rows keep their four number lists packed in bytea (experiments/packed.py) instead
+"""Request rows keep their four number lists packed in bytea (experiments/measurement/packed.py) instead
 of PostgreSQL arrays: new columns, every existing row converted in batches, the arrays
 dropped and the new columns renamed. Reversible: going back refills the arrays from the
 packed bytes. The values are unchanged both ways (float64 keeps a float8's 8 bytes; the
@@ -6,7 +6,7 @@ integers fit uint32 and uint16)."""
 
 from django.db import migrations
 
-import experiments.fields
+import experiments.models.fields
 
 BATCH = 5000
 # The list columns, with their packed element type; "<name>_packed" is the new column.
@@ -38,8 +38,8 @@ def unpack_lists(apps, schema_editor):
     _copy_columns(apps, {f"{name}_packed": name for name in LISTS})
 
 
-def _packed(element: str, **kwargs) -> experiments.fields.PackedArrayField:
-    return experiments.fields.PackedArrayField(element=element, **kwargs)
+def _packed(element: str, **kwargs) -> experiments.models.fields.PackedArrayField:
+    return experiments.models.fields.PackedArrayField(element=element, **kwargs)
 
 
 class Migration(migrations.Migration):

@@ -3,22 +3,28 @@ and the verdict cells (an experiment's headline, a citation's verdicts). Django'
 templates render each option through a template of its own, and template nodes per cell
 cost most of a list's rendering at 10,000 experiments (scripts/bench_history.py)."""
 
+from collections.abc import Iterable
+from typing import Any, cast
+
 from django import forms, template
 from django.utils.html import escape, format_html
 from django.utils.safestring import mark_safe
 from django.utils.text import slugify
 
-from experiments import verdicts
-from experiments.results import OUTCOME_STYLE
+from experiments.analysis.verdict_grid import OUTCOME_STYLE
+from experiments.measurement import verdicts
 
 register = template.Library()
 
 
-def _options(field: forms.BoundField) -> str:
+def _options(field: forms.BoundField, choice_field: forms.ChoiceField) -> str:
     chosen = str(field.value() if field.value() is not None else "")
+    # Django normalises what is assigned to a ChoiceField's choices into (value, label) pairs
+    # (normalize_choices); the stubs type the getter as any input the setter takes.
+    pairs = cast(Iterable[tuple[Any, Any]], choice_field.choices)
     return "".join(
         f'<option value="{escape(value)}"{" selected" if str(value) == chosen else ""}>{escape(label)}</option>'
-        for value, label in field.field.choices
+        for value, label in pairs
     )
 
 
@@ -29,7 +35,11 @@ def filter_control(field: forms.BoundField):
         return field.as_widget()
     invalid = mark_safe(' aria-invalid="true"') if field.errors else ""
     return format_html(
-        '<select name="{}" id="{}"{}>{}</select>', field.html_name, field.auto_id, invalid, mark_safe(_options(field))
+        '<select name="{}" id="{}"{}>{}</select>',
+        field.html_name,
+        field.auto_id,
+        invalid,
+        mark_safe(_options(field, field.field)),
     )
 
 

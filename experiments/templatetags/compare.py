@@ -5,7 +5,7 @@ from django import template
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
-from experiments.results import Spread
+from experiments.results.block import Spread
 from experiments.templatetags.results import interval_tds, spread_tds
 
 register = template.Library()

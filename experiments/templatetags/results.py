@@ -47,6 +47,7 @@ def _ratio_td(estimate, decimals: int, outcome: str | None = None) -> str:
         empty = "\t".join(["", "", "", *words])
         return f'<td class="num" data-value="" data-tsv="{empty}">{DASH}</td>'
     tsv = "\t".join([*(_exact(v) for v in (estimate.point, estimate.ci_low, estimate.ci_high)), *words])
+    interval: str
     if estimate.ci_low is None:
         interval = escape(estimate.note or "no interval")
     else:

@@ -9,7 +9,22 @@ from django.urls import reverse
 from django.utils.html import escape, linebreaks
 from django.utils.safestring import mark_safe
 
+from experiments.review.forms import CommentForm
+from experiments.review.selectors import decisions_citing
+
 register = template.Library()
+
+
+@register.simple_tag
+def experiment_review(experiment) -> dict:
+    """The review's part of the experiment page: its comments, the comment form and the
+    decisions that cite it (the results' view reads none of the review)."""
+    return {
+        "comments": experiment.comments.select_related("author"),
+        "comment_form": CommentForm(),
+        "cited_by": decisions_citing(experiment_ids=[experiment.pk])[experiment.pk],
+    }
+
 
 # "#12" (an experiment) or "decision #5", not inside a word or an HTML entity such as &#x27;.
 REFERENCE = re.compile(r"(?<![\w&])(?:(decision) )?#(\d{1,9})\b", re.IGNORECASE)

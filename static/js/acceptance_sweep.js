@@ -1,6 +1,6 @@
 /* The experiment page's synthetic acceptance sweep: per arm, speedup over the baseline
    against the synthetic acceptance length, one line per concurrency level, with the
-   break-even line at 1 and the arm's real τ marked (experiments/acceptance_sweep.py). */
+   break-even line at 1 and the arm's real τ marked (experiments/analysis/acceptance_sweep.py). */
 (function () {
   "use strict";
 
@@ -23,15 +23,7 @@
 
   function annotations(sweep) {
     const marks = {
-      breakEven: {
-        type: "line",
-        yMin: 1,
-        yMax: 1,
-        borderColor: "#1f2328",
-        borderDash: [6, 4],
-        borderWidth: 1,
-        label: { display: true, content: "break-even (1×)", position: "start" },
-      },
+      breakEven: window.specdashCharts.parityLine("break-even (1×)", "start"),
     };
     if (sweep.tau !== null) {
       marks.tau = {

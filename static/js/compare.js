@@ -1,6 +1,6 @@
 /* The comparison page: the picked arms' speedups (each over its own experiment's baseline)
    and their absolute figures, overlaid from the "compare-data" JSON
-   (experiments.comparison.Comparison.chart_data). A colour is an arm configuration, a dash
+   (experiments.review.comparison.Comparison.chart_data). A colour is an arm configuration, a dash
    pattern an experiment. The toggles switch the metric of a chart and show its table. */
 (function () {
   "use strict";
@@ -9,7 +9,6 @@
   if (!source || typeof Chart === "undefined") return;
   const data = JSON.parse(source.textContent);
   const labels = data.levels.map(String);
-  const INK = "#1f2328";
   const SPEEDUP_NAMES = { tpot: "TPOT", e2e: "end-to-end latency", output_throughput: "output throughput" };
   const ABSOLUTE_NAMES = {
     tpot_p50_ms: ["TPOT p50", "ms"],
@@ -96,15 +95,7 @@
     });
   }
 
-  const parity = {
-    type: "line",
-    yMin: 1,
-    yMax: 1,
-    borderColor: INK,
-    borderWidth: 1.5,
-    borderDash: [5, 4],
-    label: { display: true, content: "1.0× = own baseline", position: "end", font: { size: 11 } },
-  };
+  const parity = window.specdashCharts.parityLine("1.0× = own baseline");
 
   const charts = {
     speedup: chart("chart-compare-speedup", speedupDatasets("tpot"), speedupTitle("tpot"), "speedup (× own baseline)", {

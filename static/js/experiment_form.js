@@ -84,7 +84,7 @@
     const runs = lengths.length * numbers("concurrency_levels") * blocks;
     note.textContent = `This sweep adds ${runs} synthetic run${runs === 1 ? "" : "s"} on ${servers} more vLLM server start${servers === 1 ? "" : "s"}.`;
     note.hidden = lengths.length === 0;
-    // The live workers said what they compute on (experiments/worker_queues.py): on a queue
+    // The live workers said what they compute on (experiments/execution/worker_queues.py): on a queue
     // that only CPU workers serve, the sweep's runs will fail (vLLM's CPU build refuses it).
     const queue = queueInput.value.trim();
     const cpuOnly = Array.from(document.querySelectorAll("#live-queues option[data-cpu-only]"), (option) => option.value);

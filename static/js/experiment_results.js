@@ -1,5 +1,5 @@
 /* The experiment page's results: draws every chart from the "results-data" JSON
-   (experiments.results.Results.chart_data), redraws them when a toggle changes, and
+   (experiments.results.block.Results.chart_data), redraws them when a toggle changes, and
    fills the per-request table for the chosen level. Sorting and copying the tables is
    tables.js's. */
 (function () {
@@ -31,7 +31,7 @@
   const compared = arms.filter((arm) => !arm.baseline);
   const levelLabels = data.levels.map(String);
   const cells = new Map(data.cells.map((cell) => [`${cell.arm}:${cell.level}`, cell]));
-  const INK = "#1f2328";
+  const INK = window.specdashCharts.INK;
   const CONCURRENCY = "concurrent requests";
   const SPEEDUP = "speedup (× baseline)";
 
@@ -99,24 +99,7 @@
     });
   }
 
-  function parityLine() {
-    return {
-      type: "line",
-      yMin: 1,
-      yMax: 1,
-      borderColor: INK,
-      borderWidth: 1.5,
-      borderDash: [5, 4],
-      label: {
-        display: true,
-        content: "1.0× = baseline",
-        position: "end",
-        backgroundColor: "rgba(255, 255, 255, 0.85)",
-        color: INK,
-        font: { size: 11 },
-      },
-    };
-  }
+  const parityLine = () => window.specdashCharts.parityLine("1.0× = baseline");
 
   // ------------------------------------------------------------ latency, throughput, chunks
 

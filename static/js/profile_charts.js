@@ -1,5 +1,5 @@
 /* The experiment page's profile and capacity charts, drawn from the "profile-data" JSON
-   (experiments.step_profiles.chart_data): the step time split by the profiled shares per
+   (experiments.results.step_profiles.chart_data): the step time split by the profiled shares per
    arm and level, the verification share against concurrency, and the capacity figures
    beside the baseline's. */
 (function () {
@@ -119,8 +119,8 @@
           showLine: false,
           pointRadius: 6,
           pointStyle: "triangle",
-          borderColor: "#1f2328",
-          backgroundColor: "#1f2328",
+          borderColor: window.specdashCharts.INK,
+          backgroundColor: window.specdashCharts.INK,
           yAxisID: "y2",
           data: capacity.map((r) => r.baseline_preemptions),
         },

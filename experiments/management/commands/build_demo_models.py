@@ -12,7 +12,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from experiments.workloads import PROMPT_SETS_DIR
+from experiments.prompts.catalog import PROMPT_SETS_DIR
 
 BUILDER_MODULE = "workers.demo_models"
 MARKER_NAME = "demo_models.version"

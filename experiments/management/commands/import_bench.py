@@ -2,7 +2,7 @@
 experiment, as the Import page does.
 
 --method takes a line of the page's "Methods" field, once per arm whose files name no
-speculative config (experiments/import_methods.py): --method "ngram k=3 = ngram 3"."""
+speculative config (experiments/imports/methods.py): --method "ngram k=3 = ngram 3"."""
 
 from pathlib import Path
 
@@ -10,7 +10,9 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand, CommandError
 
-from experiments import bench_files, import_methods, imports, teams
+from experiments import teams
+from experiments.imports import bench_files, services
+from experiments.imports import methods as import_methods
 
 
 class Command(BaseCommand):
@@ -39,7 +41,7 @@ class Command(BaseCommand):
         try:
             read = bench_files.bench_files_read([(file.name, file.read_bytes()) for file in files])
             read = import_methods.files_with_methods(read, import_methods.methods_parse("\n".join(options["method"])))
-            experiment = imports.experiment_import(owner=owner, name=options["name"], files=read, team=team)
+            experiment = services.experiment_import(owner=owner, name=options["name"], files=read, team=team)
         except (bench_files.BenchFileRefused, teams.TeamRefused) as refused:
             raise CommandError(f"nothing imported:\n{refused}") from None
         self.stdout.write(f"imported {len(read)} files as experiment {experiment.pk}")

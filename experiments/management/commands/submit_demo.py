@@ -2,10 +2,10 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from experiments import services
+from experiments.definition import services as definition
+from experiments.definition.services import ArmSpec
 from experiments.models import Arm, Experiment
-from experiments.services import ArmSpec
-from experiments.workloads import prompt_set_hash
+from experiments.prompts.catalog import prompt_set_hash
 
 DEMO_NAME = "Demo: n-gram and draft model against plain decoding (tiny CPU models)"
 
@@ -72,5 +72,5 @@ class Command(BaseCommand):
         if existing and not force:
             self.stdout.write(f"The demo experiment exists already (#{existing.id}, {existing.status}).")
             return
-        experiment = services.experiment_create(owner=user, arms=demo_arms(), **demo_fields())
+        experiment = definition.experiment_create(owner=user, arms=demo_arms(), **demo_fields())
         self.stdout.write(f"Submitted the demo experiment #{experiment.id} to the cpu queue.")

@@ -7,9 +7,9 @@ import sys
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from experiments import services
 from experiments.api import payloads
 from experiments.api.submission import SpecInvalid, submission_from_spec
+from experiments.definition import services as definition
 from experiments.models import Experiment
 from scripts import specdash_client
 
@@ -25,7 +25,7 @@ class LocalApi:
             submission = submission_from_spec(spec, user=self.owner)
         except SpecInvalid as invalid:
             raise specdash_client.Refused(invalid.messages) from None
-        experiment = services.experiment_create(owner=self.owner, arms=submission.arms, **submission.fields)
+        experiment = definition.experiment_create(owner=self.owner, arms=submission.arms, **submission.fields)
         return payloads.experiment_payload(experiment)
 
     def _get(self, experiment_id: int) -> Experiment:

@@ -1,0 +1,62 @@
+"""The verdict grid's vocabulary, read by the results block, the history, the comparison and
+the review: which speedups have a verdict, the symbol beside each word, and one cell of
+the grid (an arm at a level with its stored estimate)."""
+
+from dataclasses import dataclass
+
+from experiments.measurement import stats, verdicts
+from experiments.models import SpeedupEstimate
+
+SPEEDUP_METRICS = (
+    SpeedupEstimate.Metric.SERVER_TPOT,
+    SpeedupEstimate.Metric.TPOT,
+    SpeedupEstimate.Metric.E2E,
+    SpeedupEstimate.Metric.OUTPUT_THROUGHPUT,
+)
+
+# The outcome words as the grid shows them: a symbol beside the word, so that colour is
+# never the only signal; the colours are Okabe–Ito (colour-blind safe) and greys.
+OUTCOME_STYLE = {
+    verdicts.FASTER: ("▲", "faster"),
+    verdicts.SLOWER: ("▼", "slower"),
+    verdicts.EQUIVALENT: ("=", "equivalent"),
+    verdicts.INCONCLUSIVE: ("?", "inconclusive"),
+}
+
+
+@dataclass(frozen=True)
+class GridCell:
+    """One arm at one level in the verdict grid: the outcome word and the stored estimate."""
+
+    level: int
+    estimate: SpeedupEstimate | None
+
+    @property
+    def outcome(self) -> str:
+        return self.estimate.outcome if self.estimate else verdicts.NO_DATA
+
+    @property
+    def symbol(self) -> str:
+        return OUTCOME_STYLE.get(self.outcome, ("·", ""))[0]
+
+    @property
+    def is_call(self) -> bool:
+        return self.outcome in verdicts.CALLS
+
+    @property
+    def reason(self) -> str:
+        return verdicts.NO_CALL_REASON.get(self.outcome, "")
+
+    @property
+    def figure(self) -> str:
+        if self.estimate is None:
+            return "–"
+        e = self.estimate
+        return verdicts.figure(stats.RatioEstimate(e.point, e.ci_low, e.ci_high))
+
+    @property
+    def failures(self) -> str:
+        e = self.estimate
+        return (
+            f"failed {e.failed_arm} / baseline {e.failed_baseline}" if e and (e.failed_arm or e.failed_baseline) else ""
+        )

@@ -1,0 +1,1 @@
+"""Import of `vllm bench serve` result files as read-only experiments."""

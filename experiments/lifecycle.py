@@ -1,0 +1,45 @@
+"""The one place that orchestrates across domains: an experiment finishing closes its
+execution, then stores its analysis, then flags the decisions its result contradicts."""
+
+import logging
+
+from django.db import transaction
+from django.utils import timezone
+
+from experiments.analysis.services import experiment_analyse
+from experiments.execution.services import EXPERIMENT_TRANSITIONS, check_transition, experiment_record_environment
+from experiments.models import Experiment, IllegalTransition, Run
+from experiments.review import services as review
+
+logger = logging.getLogger(__name__)
+
+
+@transaction.atomic
+def experiment_finish(*, experiment: Experiment) -> Experiment.Status:
+    """Close the experiment once no run is left to do: finished if any run succeeded.
+    A finished experiment becomes visible together with its analysis. The row is locked
+    and read again, so that a cancellation at the same moment wins or waits."""
+    experiment.status = Experiment.objects.select_for_update().values_list("status", flat=True).get(id=experiment.id)
+    if experiment.runs.open().exists():
+        raise IllegalTransition("Experiment still has runs to do.")
+    statuses = set(experiment.runs.values_list("status", flat=True))
+    new = Experiment.Status.FINISHED if Run.Status.SUCCEEDED in statuses else Experiment.Status.FAILED
+    check_transition(EXPERIMENT_TRANSITIONS, experiment.status, new, "Experiment")
+    experiment.status = new
+    experiment.finished_at = timezone.now()
+    experiment.save(update_fields=["status", "finished_at"])
+    experiment_record_environment(experiment=experiment)
+    if new == Experiment.Status.FINISHED:
+        _run_or_log(experiment_analyse, experiment)
+        _run_or_log(review.decisions_flag_contradicted, experiment)
+    return new
+
+
+def _run_or_log(step, experiment: Experiment) -> None:
+    """A failing analysis (or decision check) must not keep the finished runs from closing
+    the experiment; the page then shows the runs' charts without verdicts, and the log says why."""
+    try:
+        with transaction.atomic():
+            step(experiment=experiment)
+    except Exception:
+        logger.exception("%s of experiment %s failed", step.__name__, experiment.id)

@@ -1,0 +1,209 @@
+"""From recorded runs to speedups with intervals, verdicts, break-even and output fidelity.
+
+Django-free: experiments/analysis/services.py reads the runs from PostgreSQL into RunData and calls
+`speedup_cells`, `break_evens` and `fidelity_cells`; scripts/check_verdicts.py feeds the
+same functions simulated runs with known effects. One code path, so the simulation
+checks what the page shows.
+
+The unit of inference is the block (docs/verdicts.md): at each level, the arm's run and
+the baseline's run of the same block give one ratio (per-request values paired by prompt
+for latencies, one value per run for throughputs), and the interval comes from the
+spread of those ratios between blocks.
+"""
+
+import statistics
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from experiments.measurement import stats, verdicts
+
+LATENCY_METRICS = ("server_tpot", "tpot", "e2e", "ttft")
+# Timed at the client from the first chunk on: only as good as the stream (experiments/measurement/stream_fidelity.py).
+# E2E ends at the last token whenever it arrives, so a late or merged chunk does not move it.
+STREAM_TIMED_METRICS = ("tpot", "ttft")
+THROUGHPUT_METRICS = ("output_throughput", "request_throughput")
+FIDELITY_WARN_P = 0.01
+
+
+@dataclass(frozen=True)
+class RunData:
+    """One succeeded run as the statistics see it.
+
+    `latencies[metric][prompt_index]` holds the successful requests' values (None where a
+    request has none, e.g. TPOT of a one-token output); `throughputs[metric]` the run's
+    value; `failed` its failed requests; `outputs[prompt_index]` the output token ids of
+    its successful requests, where recorded. `stream_flagged`: too many of its requests'
+    streams were distorted for the client's TTFT and TPOT to be called (RunSummary.stream_flagged).
+    """
+
+    arm: int
+    level: int
+    block: int
+    latencies: Mapping[str, Mapping[int, float | None]] = field(default_factory=dict)
+    throughputs: Mapping[str, float | None] = field(default_factory=dict)
+    failed: int = 0
+    outputs: Mapping[int, Sequence[int]] = field(default_factory=dict)
+    stream_flagged: bool = False
+
+
+@dataclass(frozen=True)
+class CellResult:
+    """The speedup of one arm over the baseline at one level for one metric."""
+
+    arm: int
+    level: int
+    metric: str
+    estimate: stats.RatioEstimate
+    outcome: str
+    failed_baseline: int
+    failed_arm: int
+    n_pairs: int  # requests paired by prompt over the blocks (0 for throughputs)
+
+
+def _by_cell(runs: Sequence[RunData]) -> dict[tuple[int, int], dict[int, RunData]]:
+    """{(arm, level): {block: run}}."""
+    cells: dict[tuple[int, int], dict[int, RunData]] = defaultdict(dict)
+    for run in runs:
+        cells[(run.arm, run.level)][run.block] = run
+    return cells
+
+
+def _block_ratio(metric: str, base: RunData, arm: RunData) -> tuple[float | None, int]:
+    if metric in THROUGHPUT_METRICS:
+        return stats.run_ratio(base.throughputs.get(metric), arm.throughputs.get(metric)), 0  # arm / baseline
+    return stats.ratio_of_means(base.latencies.get(metric, {}), arm.latencies.get(metric, {}))
+
+
+def _cell(metric: str, base_runs: dict[int, RunData], arm_runs: dict[int, RunData]) -> tuple[stats.RatioEstimate, int]:
+    """The estimate over the blocks both sides ran in, and the number of paired requests."""
+    ratios, pairs, skipped = [], 0, 0
+    for block in sorted(base_runs.keys() & arm_runs.keys()):
+        ratio, n = _block_ratio(metric, base_runs[block], arm_runs[block])
+        pairs += n
+        if ratio is None:
+            skipped += 1
+        else:
+            ratios.append(ratio)
+    estimate = stats.block_interval(ratios)
+    if skipped:
+        note = f"{skipped} block(s) without a ratio (no pairs or a zero value)"
+        estimate = replace(estimate, note=note)
+    return estimate, pairs
+
+
+def speedup_cells(
+    runs: Sequence[RunData],
+    *,
+    baseline: int,
+    arms: Sequence[int],
+    levels: Sequence[int],
+    margin: float,
+    metrics: Sequence[str] = LATENCY_METRICS + THROUGHPUT_METRICS,
+    fixed_arrival_rate: bool = False,
+) -> list[CellResult]:
+    """Every (arm, level, metric) compared with the baseline, in that order."""
+    cells = _by_cell(runs)
+    results = []
+    for arm in arms:
+        for level in sorted(levels):
+            base_runs, arm_runs = cells.get((baseline, level), {}), cells.get((arm, level), {})
+            common = base_runs.keys() & arm_runs.keys()
+            failed_base = sum(base_runs[b].failed for b in common)
+            failed_arm = sum(arm_runs[b].failed for b in common)
+            flagged = any(base_runs[b].stream_flagged or arm_runs[b].stream_flagged for b in common)
+            for metric in metrics:
+                estimate, pairs = _cell(metric, base_runs, arm_runs)
+                outcome = verdicts.classify(
+                    estimate,
+                    margin=margin,
+                    failed_baseline=failed_base,
+                    failed_arm=failed_arm,
+                    applicable=not (fixed_arrival_rate and metric in THROUGHPUT_METRICS),
+                    stream_faithful=not (flagged and metric in STREAM_TIMED_METRICS),
+                )
+                results.append(CellResult(arm, level, metric, estimate, outcome, failed_base, failed_arm, pairs))
+    return results
+
+
+def break_evens(cells: Sequence[CellResult]) -> dict[tuple[int, str], stats.BreakEven]:
+    """{(arm, metric): break-even} over the levels of each arm and metric."""
+    rows: dict[tuple[int, str], list[tuple[int, stats.RatioEstimate, bool]]] = defaultdict(list)
+    for cell in cells:
+        rows[(cell.arm, cell.metric)].append((cell.level, cell.estimate, cell.outcome == verdicts.FASTER))
+    return {key: stats.break_even(level_rows) for key, level_rows in rows.items()}
+
+
+# ---------------------------------------------------------------- output fidelity
+
+
+@dataclass(frozen=True)
+class FidelityCell:
+    """How often an arm's output equals the baseline's for the same prompt in the same block.
+
+    `divergence_at` lists, for the outputs that differ, the index of the first differing
+    token; `p_more_than_replicate` is the one-sided Fisher p-value that the arm differs
+    more often than the A/A replicate (None for the replicate itself or without one).
+    """
+
+    arm: int
+    level: int
+    compared: int
+    identical: int
+    divergence_at: tuple[int, ...]
+    p_more_than_replicate: float | None = None
+
+    @property
+    def identical_share(self) -> float | None:
+        return self.identical / self.compared if self.compared else None
+
+    @property
+    def median_divergence(self) -> float | None:
+        return statistics.median(self.divergence_at) if self.divergence_at else None
+
+    @property
+    def warn(self) -> bool:
+        return self.p_more_than_replicate is not None and self.p_more_than_replicate < FIDELITY_WARN_P
+
+
+def _compare_outputs(base_runs: dict[int, RunData], arm_runs: dict[int, RunData]) -> tuple[int, int, list[int]]:
+    compared, identical, divergence = 0, 0, []
+    for block in sorted(base_runs.keys() & arm_runs.keys()):
+        base_outputs, arm_outputs = base_runs[block].outputs, arm_runs[block].outputs
+        for prompt in sorted(base_outputs.keys() & arm_outputs.keys()):
+            at = stats.first_divergence(base_outputs[prompt], arm_outputs[prompt])
+            compared += 1
+            if at is None:
+                identical += 1
+            else:
+                divergence.append(at)
+    return compared, identical, divergence
+
+
+def fidelity_cells(
+    runs: Sequence[RunData], *, baseline: int, arms: Sequence[int], levels: Sequence[int], replicate: int | None
+) -> list[FidelityCell]:
+    """Per arm (the replicate included) and level, outputs compared with the baseline's.
+
+    Meaningful at temperature 0 only: the caller decides. The replicate, run exactly like
+    the baseline, shows how often outputs differ without speculation (batch-dependent
+    numerics can change greedy outputs); an arm that differs clearly more often than it
+    (Fisher's exact test, p < FIDELITY_WARN_P) is flagged.
+    """
+    cells = _by_cell(runs)
+    results = []
+    for level in sorted(levels):
+        base_runs = cells.get((baseline, level), {})
+        # Without a replicate (or its runs) nothing is compared, and diverges_more gives None.
+        # (None, level) finds no cell; the stubs give dict.get's key the dict's key type, which get does not need.
+        replicate_runs = cells.get((replicate, level), {})  # type: ignore[arg-type]
+        ref_compared, ref_identical, _ = _compare_outputs(base_runs, replicate_runs)
+        for arm in arms:
+            compared, identical, divergence = _compare_outputs(base_runs, cells.get((arm, level), {}))
+            p = (
+                stats.diverges_more(compared - identical, compared, ref_compared - ref_identical, ref_compared)
+                if arm != replicate
+                else None
+            )
+            results.append(FidelityCell(arm, level, compared, identical, tuple(divergence), p))
+    return results

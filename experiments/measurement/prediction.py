@@ -1,0 +1,172 @@
+"""Leviathan et al.'s predicted speedup as a test of the model, not a fit.
+
+The formula E / (γc + 1) needs the tokens a step yields (E) and what a draft step costs in
+target steps (c). Both are measured here apart from the speedup it is compared with: E from
+the arm's own acceptance by position at the level, c from a calibration arm that served the
+draft model alone, with plain decoding, at the same level and workload:
+c = the draft's step time / the baseline's step time (experiments/measurement/steps.py), per block, the
+geometric mean over blocks. Where c was not measured there is no prediction: a c fitted to
+the measured speedup would make the prediction equal the measurement by construction.
+
+Django-free; experiments/analysis/services.py reads the rows and stores `predicted` in the analysis'
+series. Definitions: docs/metrics.md ("Predicted speedup") and the page.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from experiments.measurement import stats, steps
+
+DRAFT_MODEL = "draft_model"
+PROFILED = " (a profiled interval shows the share of its step spent proposing)"
+# Why c is not measured, by method; a draft-model arm's reason depends on its calibration.
+UNMEASURED = {
+    "ngram": "not measured: n-gram lookup proposes from the prompt, with no model to serve alone",
+    "suffix": "not measured: suffix decoding proposes from a cache, with no model to serve alone",
+    "eagle": f"not measured: an EAGLE head runs inside the target's server and cannot be served alone{PROFILED}",
+    "eagle3": f"not measured: an EAGLE-3 head runs inside the target's server and cannot be served alone{PROFILED}",
+    "mtp": f"not measured: MTP layers run inside the target's server and cannot be served alone{PROFILED}",
+}
+NO_CALIBRATION = "not measured: no calibration arm (the experiment's “Measure the draft model's cost” was off)"
+NO_CALIBRATION_AT_LEVEL = "not measured at this level: the calibration arm recorded no decode steps here"
+MEASURED = "measured at this level by the calibration arm"
+
+
+@dataclass(frozen=True)
+class SpeculativeArm:
+    id: int
+    label: str
+    method: str
+    gamma: int
+    draft_model: str | None  # params["model"] of a draft-model arm
+
+
+@dataclass(frozen=True)
+class Counters:
+    """One arm's speculative counters at one level, summed over its blocks."""
+
+    drafts: int
+    accepted_per_pos: Sequence[int]
+
+
+@dataclass(frozen=True)
+class Interval:
+    point: float | None
+    lo: float | None = None
+    hi: float | None = None
+
+    @property
+    def has_interval(self) -> bool:
+        return self.lo is not None and self.hi is not None
+
+
+def agreement(predicted: float | None, measured: Interval | None) -> str | None:
+    """'agree' when the prediction lies inside the measured speedup's interval, 'part'
+    outside it; None without a prediction or an interval."""
+    if predicted is None or measured is None or not measured.has_interval:
+        return None
+    assert measured.lo is not None  # has_interval
+    assert measured.hi is not None
+    return "agree" if measured.lo <= predicted <= measured.hi else "part"
+
+
+def _point(
+    arm: SpeculativeArm,
+    level: int,
+    counters: Counters | None,
+    cost: steps.StepRow | None,
+    cost_source: str,
+    measured: Interval | None,
+) -> dict[str, Any]:
+    conditional = stats.per_position_conditional(counters.accepted_per_pos, counters.drafts) if counters else []
+    yield_ = stats.expected_tokens_per_step(conditional) if counters and counters.drafts else None
+    c = cost.relative_cost if cost is not None else None
+    predicted = lo = hi = None
+    if yield_ is not None and c is not None:
+        assert c.point is not None  # a measured cost has at least one block
+        predicted = stats.predicted_speedup(yield_, arm.gamma, c.point)
+        if c.has_interval:
+            # A dearer draft predicts less: the interval's ends swap.
+            lo = stats.predicted_speedup(yield_, arm.gamma, c.interval.hi)
+            hi = stats.predicted_speedup(yield_, arm.gamma, c.interval.lo)
+    return {
+        "level": level,
+        "conditional": conditional,
+        "tokens_per_step": yield_,
+        "cost_source": cost_source,
+        "cost_ratio": c.point if c else None,
+        "cost_ratio_lo": c.lo if c and c.has_interval else None,
+        "cost_ratio_hi": c.hi if c and c.has_interval else None,
+        "cost_blocks": cost.blocks if cost else None,
+        "draft_step_ms": cost.step_ms if cost else None,
+        "baseline_step_ms": cost.baseline_step_ms if cost else None,
+        "predicted": predicted,
+        "predicted_lo": lo,
+        "predicted_hi": hi,
+        "measured": measured.point if measured else None,
+        "measured_lo": measured.lo if measured else None,
+        "measured_hi": measured.hi if measured else None,
+        "agreement": agreement(predicted, measured),
+    }
+
+
+def _cost(
+    arm: SpeculativeArm, level: int, calibration: Mapping[str, Mapping[int, steps.StepRow]]
+) -> tuple[steps.StepRow | None, str]:
+    if arm.method != DRAFT_MODEL:
+        return None, UNMEASURED.get(arm.method, "not measured")
+    # A draft-model arm without params["model"] (None) finds no calibration; the stubs give
+    # Mapping.get's key the mapping's key type, which get does not need.
+    rows = calibration.get(arm.draft_model)  # type: ignore[arg-type]
+    if rows is None:
+        return None, NO_CALIBRATION
+    row = rows.get(level)
+    if row is None or row.relative_cost is None:
+        return None, NO_CALIBRATION_AT_LEVEL
+    return row, MEASURED
+
+
+def arm_prediction(
+    arm: SpeculativeArm,
+    levels: Sequence[int],
+    *,
+    counters: Mapping[int, Counters],
+    calibration: Mapping[str, Mapping[int, steps.StepRow]],
+    measured: Mapping[int, Interval],
+) -> dict[str, Any]:
+    """The arm's prediction at every level, where c was measured, beside the measured engine-timed TPOT
+    speedup. `calibration` maps a draft model to its calibration arm's step rows by level
+    (compared with the baseline, so relative_cost is c); `measured`: the TPOT speedup by level."""
+    points = []
+    for level in sorted(levels):
+        cost, source = _cost(arm, level, calibration)
+        points.append(_point(arm, level, counters.get(level), cost, source, measured.get(level)))
+    return {"gamma": arm.gamma, "method": arm.method, "points": points}
+
+
+def _two(value: float) -> str:
+    return f"{value:.2f}"
+
+
+def _clause(point: Mapping[str, Any]) -> str:
+    level, predicted, measured = point["level"], point["predicted"], point["measured"]
+    if predicted is None:
+        return f"at concurrency {level} no prediction (c {point['cost_source'].split(':')[0]})"
+    text = f"at concurrency {level} predicted {_two(predicted)} (c = {point['cost_ratio']:.3f})"
+    if measured is None:
+        return text + ", no measured engine-timed TPOT speedup"
+    text += f", measured {_two(measured)}"
+    if point["agreement"] is None:
+        return text + " (one block: no interval to test against)"
+    interval = f"[{_two(point['measured_lo'])}, {_two(point['measured_hi'])}]"
+    if point["agreement"] == "agree":
+        return text + f" {interval}: inside the measured interval, so this measurement does not contradict the model"
+    side = "above" if predicted > point["measured_hi"] else "below"
+    return text + f" {interval}: they part, the prediction lies {side} the interval"
+
+
+def sentence(label: str, prediction: Mapping[str, Any]) -> str:
+    """What the page says of one speculative arm: per level, prediction, measurement and
+    whether the prediction falls inside the measured interval."""
+    return f"{label}: " + "; ".join(_clause(point) for point in prediction["points"]) + "."

@@ -1,0 +1,427 @@
+"""What an experiment asks for: the Experiment with its settings, its Arms (the decoding
+methods it compares) and the UploadedPromptSet it may send, together with what every other
+model module builds on: team ownership (TeamQuerySet, team_field), the IllegalTransition that
+each state machine raises, and the Submission key that makes a page's or API client's write,
+in any domain, store once. It imports no other model module."""
+
+from typing import Self
+
+from django.conf import settings
+from django.contrib.auth.models import Group
+from django.contrib.postgres.fields import ArrayField
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.db.models import Q
+
+from experiments.measurement.limits import MAX_SPECULATIVE_TOKENS
+from experiments.teams import visible_q
+
+# The most GPUs one server may span: a node of eight.
+MAX_TENSOR_PARALLEL_SIZE = 8
+
+
+class IllegalTransition(Exception):
+    """A status change that the state machine does not allow."""
+
+
+class TeamQuerySet(models.QuerySet):
+    """Rows that belong to a team (experiments/teams.py)."""
+
+    def visible_to(self, user) -> Self:
+        """What `user` may see: their teams' rows (every row for a superuser)."""
+        return self.filter(visible_q(user))
+
+
+def team_field() -> models.ForeignKey:
+    return models.ForeignKey(Group, on_delete=models.PROTECT, related_name="+", help_text="Its members see it.")
+
+
+class ExperimentQuerySet(TeamQuerySet):
+    def active(self) -> Self:
+        """Experiments that still have work to do (queued or running)."""
+        return self.filter(status__in=Experiment.ACTIVE_STATUSES)
+
+
+class Experiment(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        FINISHED = "finished", "Finished"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+
+    ACTIVE_STATUSES = (Status.QUEUED, Status.RUNNING)
+
+    class WorkloadKind(models.TextChoices):
+        BUILTIN = "builtin", "Built-in prompt set"
+        UPLOADED = "uploaded", "Uploaded prompt set"
+        SYNTHETIC = "synthetic", "Synthetic prompts (random tokens)"
+
+    class OriginKind(models.TextChoices):
+        RERUN = "rerun", "Re-run"
+        CLONE = "clone", "Clone"
+
+    class Endpoint(models.TextChoices):
+        COMPLETIONS = "completions", "Completions (/v1/completions, raw prompts)"
+        CHAT = "chat", "Chat (/v1/chat/completions, the model's chat template)"
+
+    class Source(models.TextChoices):
+        MEASURED = "measured", "Measured by specdash"
+        IMPORTED = "imported", "Imported vllm bench serve results"
+
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="experiments")
+    team = team_field()
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+
+    target_model = models.CharField(max_length=500, help_text="Local path on the worker, or a model id.")
+    worker_queue = models.CharField(max_length=64, default="cpu")
+    dtype = models.CharField(max_length=16, default="auto")
+    max_model_len = models.PositiveIntegerField(default=512)
+    # GPUs each of the experiment's vLLM servers spans (its --tensor-parallel-size); the worker
+    # that takes the experiment must see at least this many (workers/runner.py).
+    tensor_parallel_size = models.PositiveSmallIntegerField(
+        default=1, validators=[MinValueValidator(1), MaxValueValidator(MAX_TENSOR_PARALLEL_SIZE)]
+    )
+
+    workload_kind = models.CharField(max_length=16, choices=WorkloadKind.choices, default=WorkloadKind.BUILTIN)
+    prompt_set = models.CharField(max_length=64, blank=True)
+    prompt_set_hash = models.CharField(max_length=64, blank=True)
+    synthetic_input_len = models.PositiveIntegerField(null=True, blank=True)
+    input_lengths = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="Synthetic input-length distribution, e.g. 16-256 (experiments/prompts/input_lengths.py).",
+    )
+    uploaded_prompt_set = models.ForeignKey(
+        "UploadedPromptSet", null=True, blank=True, on_delete=models.PROTECT, related_name="experiments"
+    )
+    endpoint = models.CharField(max_length=16, choices=Endpoint.choices, default=Endpoint.COMPLETIONS)
+    num_prompts = models.PositiveIntegerField(help_text="Measured requests per concurrency level and repetition.")
+    max_tokens = models.PositiveIntegerField(help_text="Output length asked for in each request.")
+    ignore_eos = models.BooleanField(default=False)
+
+    temperature = models.FloatField(default=0.0)
+    top_p = models.FloatField(default=1.0)
+    seed = models.IntegerField(default=0)
+
+    concurrency_levels = ArrayField(models.PositiveIntegerField())
+    repetitions = models.PositiveSmallIntegerField(
+        default=3, help_text="Blocks: in each, every arm runs once, on its own server, in a random order."
+    )
+    server_per_block = models.BooleanField(
+        default=True,
+        help_text="Start a fresh vLLM server for every arm in every block. Off: one server per arm for all "
+        "blocks, which saves start-up time but leaves the variance between server starts out of the intervals.",
+    )
+    aa_replicate = models.BooleanField(
+        default=False, help_text="Run the baseline twice; the second copy's 'speedup' measures the noise floor."
+    )
+    draft_calibration = models.BooleanField(
+        default=False,
+        help_text="Serve each draft-model arm's draft model alone, as a plain server at the same levels with the "
+        "same workload: its step time over the baseline's is the cost ratio c of the predicted speedup.",
+    )
+    equivalence_margin = models.FloatField(
+        default=0.02, help_text="Smallest speedup worth acting on, as a fraction (0.02 = 2 %)."
+    )
+    warmup_requests = models.PositiveSmallIntegerField(default=2)
+    profile_intervals = models.BooleanField(
+        default=False,
+        help_text="After each arm's measured runs, one short extra interval per level under vLLM's torch "
+        "profiler (experiments/measurement/trace_shares.py); left out of every statistic.",
+    )
+    request_rate = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="Poisson arrival rate in requests/s; empty sends as fast as concurrency allows.",
+    )
+
+    slo_ttft_ms = models.FloatField(null=True, blank=True)
+    slo_tpot_ms = models.FloatField(null=True, blank=True)
+    slo_e2e_ms = models.FloatField(null=True, blank=True)
+
+    # What the runs recorded in their environment snapshots, copied here when the experiment
+    # ends so that the history can filter and show them without reading every snapshot.
+    # The runtime asked for. The worker does not enforce it yet: it runs the vLLM installed on
+    # its host, which the runs' environment snapshots record (vllm_versions below).
+    requested_vllm_version = models.CharField(max_length=64, blank=True)
+
+    origin = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="descendants",
+        help_text="The experiment this one re-runs or was cloned from.",
+    )  # fmt: skip
+    origin_kind = models.CharField(max_length=8, choices=OriginKind.choices, blank=True)
+    cancelled_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+
+    # Liveness (workers/liveness.py): a task is handed to the broker (dispatched_at; empty
+    # while the broker cannot be reached), then one worker process holds the experiment
+    # (lease_owner) and beats every second (lease_at). A stale beat means that process died.
+    dispatched_at = models.DateTimeField(null=True, blank=True, help_text="When its task was last handed to Redis.")
+    lease_owner = models.CharField(max_length=255, blank=True, help_text="host:pid:worker executing it.")
+    lease_at = models.DateTimeField(null=True, blank=True, help_text="That worker process's last beat.")
+
+    # An imported experiment (experiments/imports/services.py) is read-only: its runs are summaries
+    # read from `vllm bench serve` result files, one per file, listed in imported_files.
+    source = models.CharField(max_length=16, choices=Source.choices, default=Source.MEASURED)
+    imported_files = models.JSONField(default=list, blank=True, help_text="Each file imported: name, arm, level.")
+
+    vllm_versions = ArrayField(
+        models.CharField(max_length=64), default=list, blank=True, help_text="vLLM version(s) the runs ran on."
+    )
+    hardware = ArrayField(
+        models.CharField(max_length=255), default=list, blank=True, help_text="Accelerator (or CPU) the runs ran on."
+    )
+
+    objects = ExperimentQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["-created_at"], name="experiment_created_idx"),
+            models.Index(fields=["status", "-created_at"], name="experiment_status_idx"),
+            # The history's sort by name and its choice lists (history.filter_choices).
+            models.Index(fields=["name", "id"], name="experiment_name_idx"),
+            models.Index(fields=["target_model"], name="experiment_model_idx"),
+            models.Index(fields=["worker_queue"], name="experiment_queue_idx"),
+            models.Index(fields=["hardware"], name="experiment_hardware_idx"),
+            models.Index(fields=["vllm_versions"], name="experiment_vllm_idx"),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=Q(repetitions__gte=1), name="experiment_repetitions_positive"),
+            models.CheckConstraint(condition=Q(num_prompts__gte=1), name="experiment_num_prompts_positive"),
+            models.CheckConstraint(
+                condition=Q(equivalence_margin__gt=0, equivalence_margin__lt=1), name="experiment_margin_fraction"
+            ),
+        ]
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def has_slos(self) -> bool:
+        return bool(self.slo_labels)
+
+    @property
+    def slo_labels(self) -> list[str]:
+        """The SLOs that are set, as the pages show them: e.g. "TPOT ≤ 50 ms"."""
+        limits = (("TTFT", self.slo_ttft_ms), ("TPOT", self.slo_tpot_ms), ("E2E", self.slo_e2e_ms))
+        return [f"{name} ≤ {limit:g} ms" for name, limit in limits if limit is not None]
+
+    @property
+    def is_imported(self) -> bool:
+        return self.source == self.Source.IMPORTED
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in self.ACTIVE_STATUSES
+
+    @property
+    def is_greedy(self) -> bool:
+        return self.temperature == 0.0
+
+    def protocol_warnings(self) -> list[str]:
+        """The benchmarking traps (README, "Metrics") that the settings alone walk into."""
+        warnings = []
+        if self.workload_kind == self.WorkloadKind.SYNTHETIC:
+            warnings.append("Synthetic random-word prompts: acceptance on them says little about real traffic.")
+        uploaded = self.uploaded_prompt_set if self.workload_kind == self.WorkloadKind.UPLOADED else None
+        if uploaded is not None and uploaded.has_messages and self.endpoint == self.Endpoint.COMPLETIONS:
+            warnings.append(
+                "Chat messages were sent as their text to the completions endpoint, without the model's chat "
+                "template: acceptance of drafts trained on chat-formatted text (EAGLE, MTP) is understated."
+            )
+        if self.ignore_eos:
+            warnings.append("ignore_eos is on: outputs run past their natural end, which distorts acceptance.")
+        if not self.is_greedy:
+            warnings.append(f"Sampling at temperature {self.temperature:g}: not comparable with greedy results.")
+        return warnings
+
+
+class UploadedPromptSet(models.Model):
+    """A prompt set a user uploaded (experiments/prompts/uploads.py reads the file): one version
+    of a name, never edited; uploading other content under the name makes the next version."""
+
+    class Format(models.TextChoices):
+        PROMPTS = "prompts", "JSONL of prompts"
+        CHAT = "chat", "JSONL of chat messages"
+        SHAREGPT = "sharegpt", "ShareGPT conversations"
+
+    name = models.SlugField(max_length=48)
+    version = models.PositiveIntegerField()
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    team = team_field()
+    created_at = models.DateTimeField(auto_now_add=True)
+    file_name = models.CharField(max_length=255)
+    format = models.CharField(max_length=16, choices=Format.choices)
+    sha256 = models.CharField(max_length=64)
+    size_bytes = models.PositiveIntegerField()
+    items = models.JSONField(help_text='[{"prompt", "category", "messages"?}, ...] in file order.')
+    prompt_count = models.PositiveIntegerField()
+    categories = models.JSONField(default=dict, blank=True, help_text="Prompts per category; {} without categories.")
+    length_histogram = models.JSONField(default=list, help_text="Prompts per length bin in words (lo, hi, count).")
+
+    objects = TeamQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name", "-version"]
+        # Each team names and versions its own sets.
+        constraints = [models.UniqueConstraint(fields=["team", "name", "version"], name="prompt_set_version_unique")]
+
+    def __str__(self):
+        return f"{self.name} v{self.version}"
+
+    @property
+    def has_messages(self) -> bool:
+        return self.format == self.Format.CHAT
+
+    def prompts(self) -> list[str]:
+        """The requests' text in file order: what a completions request sends."""
+        return [item["prompt"] for item in self.items]
+
+    def item_categories(self) -> list[str]:
+        return [item["category"] for item in self.items]
+
+
+class ArmQuerySet(models.QuerySet):
+    def compared_or_baseline(self) -> Self:
+        """The arms whose measurements the comparison shows: every arm but a calibration arm,
+        which serves another model than the target and has no speedup."""
+        return self.filter(is_calibration=False)
+
+
+class Arm(models.Model):
+    class Method(models.TextChoices):
+        BASELINE = "baseline", "Baseline (no speculation)"
+        NGRAM = "ngram", "n-gram lookup"
+        DRAFT_MODEL = "draft_model", "Draft model"
+        EAGLE = "eagle", "EAGLE"
+        EAGLE3 = "eagle3", "EAGLE-3"
+        MTP = "mtp", "MTP"
+        SUFFIX = "suffix", "Suffix decoding"
+
+    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="arms")
+    position = models.PositiveSmallIntegerField()
+    label = models.CharField(max_length=100)
+    method = models.CharField(max_length=16, choices=Method.choices)
+    num_speculative_tokens = models.PositiveSmallIntegerField(null=True, blank=True)
+    # Method-specific settings: prompt_lookup_min/max (n-gram), model (draft, EAGLE heads).
+    params = models.JSONField(default=dict, blank=True)
+    # A second, identical baseline (A/A): compared with the baseline like any arm, its
+    # "speedup" is the noise floor of the experiment.
+    is_replicate = models.BooleanField(default=False)
+    # Mean acceptance lengths at which the arm runs again with vLLM's synthetic acceptance
+    # (experiments/analysis/acceptance_sweep.py): those runs are not the arm's measurements.
+    synthetic_sweep = ArrayField(
+        models.FloatField(),
+        default=list,
+        blank=True,
+        help_text="Synthetic mean acceptance lengths to run the arm at besides its real runs; empty: no sweep.",
+    )
+    # A calibration arm serves a draft model (params["model"]) alone with plain decoding: it
+    # measures what a draft step costs, and is never compared with the baseline.
+    is_calibration = models.BooleanField(default=False)
+
+    objects = ArmQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["experiment", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["experiment", "position"], name="arm_position_unique"),
+            models.UniqueConstraint(fields=["experiment", "label"], name="arm_label_unique"),
+            models.UniqueConstraint(
+                fields=["experiment"],
+                condition=Q(method="baseline", is_replicate=False, is_calibration=False),
+                name="arm_one_baseline_per_experiment",
+            ),
+            models.UniqueConstraint(
+                fields=["experiment"], condition=Q(is_replicate=True), name="arm_one_replicate_per_experiment"
+            ),
+            models.CheckConstraint(
+                condition=Q(is_replicate=False) | Q(method="baseline"), name="arm_replicate_is_a_baseline"
+            ),
+            models.CheckConstraint(
+                condition=Q(is_calibration=False) | Q(method="baseline", is_replicate=False),
+                name="arm_calibration_is_plain_decoding",
+            ),
+            models.CheckConstraint(
+                condition=Q(method="baseline", num_speculative_tokens__isnull=True)
+                | (
+                    ~Q(method="baseline")
+                    & Q(num_speculative_tokens__gte=1, num_speculative_tokens__lte=MAX_SPECULATIVE_TOKENS)
+                ),
+                name="arm_k_matches_method",
+            ),
+        ]
+
+    def __str__(self):
+        return self.label
+
+    @property
+    def is_baseline(self) -> bool:
+        """The reference every other arm (the replicate included) is compared with."""
+        return self.method == self.Method.BASELINE and not self.is_replicate and not self.is_calibration
+
+    @property
+    def is_speculative(self) -> bool:
+        return self.method != self.Method.BASELINE
+
+    # The keys of vLLM's --speculative-config that specdash sets for each method, beside method
+    # and num_speculative_tokens: the experiment form's fields (experiments/definition/forms.py), and all an
+    # imported config may carry (experiments/imports/services.py). tests/test_vllm_config_keys.py checks
+    # them against the installed vLLM's SpeculativeConfig.
+    PARAM_KEYS = {
+        Method.NGRAM: ("prompt_lookup_min", "prompt_lookup_max"),
+        Method.DRAFT_MODEL: ("model",),
+        Method.EAGLE: ("model",),
+        Method.EAGLE3: ("model",),
+        Method.MTP: (),
+        Method.SUFFIX: (),
+    }
+
+    def speculative_config(self) -> dict | None:
+        """The JSON vLLM takes as --speculative-config, or None for plain decoding."""
+        if not self.is_speculative:
+            return None
+        config = {"method": self.method, "num_speculative_tokens": self.num_speculative_tokens}
+        config.update(self.params)
+        return config
+
+    def synthetic_config(self, acceptance_length: float) -> dict:
+        """The arm's --speculative-config with real rejection replaced by vLLM's synthetic
+        acceptance: the proposer and the verifier still run, but each draft position is
+        accepted at the rate that gives this mean acceptance length (vLLM 0.32,
+        SpeculativeConfig.synthetic_acceptance_length, in [1, k + 1])."""
+        config = self.speculative_config()
+        # The experiment form and the API refuse a synthetic sweep on an arm without k.
+        assert config is not None, "only a speculative arm runs a synthetic sweep"
+        return config | {
+            "rejection_sample_method": "synthetic",
+            "synthetic_acceptance_length": acceptance_length,
+        }
+
+
+class Submission(models.Model):
+    """A write that a user's page or API client sent, under the key it carried: a form posted
+    twice (a double click, a browser's retry) or an API call retried with the same
+    Idempotency-Key stores once, and the second answer points at the first's result
+    (experiments/submissions.py)."""
+
+    KEY_CHARS = 64
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=KEY_CHARS)
+    created_at = models.DateTimeField(auto_now_add=True)
+    location = models.CharField(max_length=500, blank=True, help_text="Where the first submission's result is.")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "key"], name="submission_user_key_unique")]
+
+    def __str__(self):
+        return f"submission {self.key} of {self.user}"

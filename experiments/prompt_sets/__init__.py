@@ -1,0 +1,1 @@
+"""Uploaded prompt sets: storing a version, the upload form and the pages."""

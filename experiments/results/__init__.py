@@ -1,0 +1,1 @@
+"""The experiment page: its reads, the results block, step profiles, downloads and its views."""

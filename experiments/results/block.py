@@ -1,0 +1,471 @@
+"""The results block of the experiment page: arm colours, per-cell spreads over repetitions,
+acceptance by position, stored speedups and analysis, and the data the charts draw.
+
+Reads the run summaries (aggregated in SQL), the stored speedups and the stored analysis:
+a fixed number of queries, never the per-request rows.
+"""
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypedDict
+
+from django.db import connection
+from django.db.models import Aggregate, Avg, Count, Max, Min, Sum
+
+from experiments.analysis import capacity
+from experiments.analysis.verdict_grid import SPEEDUP_METRICS, GridCell
+from experiments.measurement import stats, stream_fidelity
+from experiments.models import Experiment, ExperimentAnalysis, Run, RunSummary, SpeedupEstimate
+
+BASELINE_COLOUR = "#6e7781"
+REPLICATE_COLOUR = "#000000"
+# Okabe–Ito (colour-blind safe) first, then two darker tones: MAX_ARMS speculative arms.
+ARM_COLOURS = ("#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#882255", "#1f2328")
+LATENCY_METRICS = ("ttft", "tpot", "server_tpot", "e2e")
+PERCENTILES = ("p50", "p90", "p99")
+LATENCY_COLUMNS = tuple(f"{metric}_{p}_ms" for metric in LATENCY_METRICS for p in PERCENTILES)
+SPREAD_COLUMNS = (
+    *LATENCY_COLUMNS, "itl_p50_ms", "tokens_per_chunk_mean", "output_throughput", "request_throughput", "goodput",
+    "achieved_concurrency",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ArmStyle:
+    """An arm as the results show it: the same colour in every chart and table."""
+
+    id: int
+    label: str
+    is_baseline: bool
+    colour: str
+    is_replicate: bool = False
+    is_speculative: bool = False
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Mean, minimum and maximum of one summary column over an arm's repetitions at one level."""
+
+    mean: float | None
+    min: float | None
+    max: float | None
+
+    def as_list(self) -> list:
+        return [self.mean, self.min, self.max]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One arm at one concurrency level, over its succeeded runs."""
+
+    arm: ArmStyle
+    level: int
+    runs: int
+    spread: dict[str, Spread]
+    drafts: int | None
+    accepted: int | None
+    tokens_per_step: float | None = None  # from the stored analysis (per-request step counts)
+
+    @property
+    def acceptance_length(self) -> float | None:
+        return stats.acceptance_length(self.accepted, self.drafts)
+
+    @property
+    def low_concurrency(self) -> bool:
+        """Some run reached less than 90 % of the nominal level (sum of E2E / duration)."""
+        lowest = self.spread["achieved_concurrency"].min
+        return lowest is not None and lowest < 0.9 * self.level
+
+
+@dataclass(frozen=True)
+class PositionAcceptance:
+    """An arm's per-position counters summed over all its succeeded runs, read both ways."""
+
+    arm: ArmStyle
+    drafts: int
+    accepted: list[int]
+    unconditional: list[float | None]
+    conditional: list[float | None]
+    # (accepted, at stake) per position from what each step actually drafted (stored analysis)
+    drafted: Sequence[tuple[int, int]] = ()
+
+    @property
+    def conditional_drafted(self) -> list[float | None]:
+        return [accepted / at_stake if at_stake else None for accepted, at_stake in self.drafted]
+
+    @property
+    def rows(self) -> list[tuple]:
+        drafted = self.conditional_drafted
+        return [
+            (i, accepted, self.unconditional[i], self.conditional[i], drafted[i] if i < len(drafted) else None)
+            for i, accepted in enumerate(self.accepted)
+        ]
+
+
+@dataclass(frozen=True)
+class StepInterval:
+    """A stored step-accounting estimate (experiments/measurement/steps.py) in the shape the ratio cells read."""
+
+    point: float | None
+    ci_low: float | None
+    ci_high: float | None
+    note: str = ""
+
+    @classmethod
+    def from_json(cls, data: dict | None) -> "StepInterval | None":
+        return None if data is None else cls(data["point"], data["lo"], data["hi"], data["note"])
+
+
+@dataclass(frozen=True)
+class Results:
+    arms: list[ArmStyle]
+    levels: list[int]
+    cells: list[Cell]
+    acceptance: list[PositionAcceptance]
+    speedups: list[SpeedupEstimate]
+    analysis: ExperimentAnalysis | None
+    slos: list[str]  # the SLOs set, e.g. "TPOT ≤ 50 ms"; goodput is shown only with some
+    margin: float = 0.02
+    capacity_rows: Sequence[capacity.CapacityRow] = ()  # experiments/analysis/capacity.py, per compared arm and level
+
+    @property
+    def capacity_warnings(self) -> list[str]:
+        return capacity.capacity_warnings(self.capacity_rows, {arm.id: arm.label for arm in self.arms})
+
+    @property
+    def capacity_unrecorded(self) -> bool:
+        return any(not row.arm.recorded or not row.baseline.recorded for row in self.capacity_rows)
+
+    @property
+    def capacity_table(self) -> list[tuple[ArmStyle, capacity.CapacityRow]]:
+        by_id = {arm.id: arm for arm in self.arms}
+        return [(by_id[row.arm_id], row) for row in self.capacity_rows]
+
+    @property
+    def has_slos(self) -> bool:
+        return bool(self.slos)
+
+    @property
+    def margin_label(self) -> str:
+        return f"{self.margin:.0%}" if round(self.margin * 100, 6).is_integer() else f"{self.margin:.1%}"
+
+    @property
+    def compared_arms(self) -> list[ArmStyle]:
+        """Every arm compared with the baseline: the A/A replicate and the speculative arms."""
+        return [arm for arm in self.arms if not arm.is_baseline]
+
+    @property
+    def speculative_arms(self) -> list[ArmStyle]:
+        return [arm for arm in self.arms if arm.is_speculative]
+
+    @property
+    def verdicts_by_arm(self) -> list[tuple[ArmStyle, list[dict]]]:
+        verdicts = self.analysis.verdicts if self.analysis else []
+        return [(arm, [v for v in verdicts if v["arm_id"] == arm.id]) for arm in self.compared_arms]
+
+    def _by_cell(self) -> dict:
+        return {(s.arm_id, s.concurrency, s.metric): s for s in self.speedups}
+
+    @property
+    def grids(self) -> list[tuple[str, str, list[tuple[ArmStyle, list[GridCell]]]]]:
+        """Per verdict metric (value, name): the grid of arms × levels."""
+        by_cell = self._by_cell()
+        return [
+            (
+                str(metric),
+                SpeedupEstimate.Metric(metric).label,
+                [
+                    (arm, [GridCell(level, by_cell.get((arm.id, level, metric))) for level in self.levels])
+                    for arm in self.compared_arms
+                ],
+            )
+            for metric in SPEEDUP_METRICS
+        ]
+
+    @property
+    def speedup_rows(self) -> list[tuple]:
+        """(arm, level, estimate per SPEEDUP_METRICS …) for every compared arm and level."""
+        by_cell = self._by_cell()
+        return [
+            (arm, level, *(by_cell.get((arm.id, level, metric)) for metric in SPEEDUP_METRICS))
+            for arm in self.compared_arms
+            for level in self.levels
+            if any((arm.id, level, metric) in by_cell for metric in SPEEDUP_METRICS)
+        ]
+
+    @property
+    def along_output_rows(self) -> list[tuple[ArmStyle, int, float, int]]:
+        series = self.analysis.series.get("along_output", {}) if self.analysis else {}
+        return [(arm, *bucket) for arm in self.arms for bucket in series.get(str(arm.id), [])]
+
+    @property
+    def breakdowns(self) -> list[tuple[str, str, list[dict]]]:
+        """(title, key, groups) of the stored breakdowns by category and input length
+        (experiments/analysis/breakdowns.py)."""
+        series = self.analysis.series if self.analysis else {}
+        titles = (("By prompt category", "by_category"), ("By input length", "by_input_length"))
+        return [(title, key, series.get(key, [])) for title, key in titles]
+
+    @property
+    def along_output_left_out(self) -> int:
+        series = self.analysis.series.get("along_output_merged", {}) if self.analysis else {}
+        return sum(series.values())
+
+    @property
+    def step_rows(self) -> list[tuple[ArmStyle, dict, StepInterval | None, StepInterval | None]]:
+        """(arm, stored row, relative cost, margin) per arm and level, baseline first."""
+        accounting = self.analysis.series.get("step_accounting", {}) if self.analysis else {}
+        by_id = {arm.id: arm for arm in self.arms}
+        return [
+            (
+                by_id[row["arm_id"]],
+                row,
+                StepInterval.from_json(row["relative_cost"]),
+                StepInterval.from_json(row["margin"]),
+            )
+            for row in accounting.get("rows", [])
+            if row["arm_id"] in by_id
+        ]
+
+    @property
+    def step_sentences(self) -> list[tuple[ArmStyle, str]]:
+        accounting = self.analysis.series.get("step_accounting", {}) if self.analysis else {}
+        by_id = {arm.id: arm for arm in self.arms}
+        return [(by_id[s["arm_id"]], s["text"]) for s in accounting.get("sentences", []) if s["arm_id"] in by_id]
+
+    @property
+    def stream_rows(self) -> list[tuple[ArmStyle, dict]]:
+        """(arm, stored row) per run: its requests' streams against the engine's timing."""
+        rows = self.analysis.series.get("stream_fidelity", []) if self.analysis else []
+        by_id = {arm.id: arm for arm in self.arms}
+        return [(by_id[row["arm_id"]], row) for row in rows if row["arm_id"] in by_id]
+
+    stream_tolerance_label = f"{stream_fidelity.DISTORTED_RUN_SHARE:.0%}"
+    span_tolerance_label = f"{stream_fidelity.SPAN_TOLERANCE:.0%}"
+    stall_steps = f"{stream_fidelity.STALL_STEPS:g}"
+    burst_ratio = f"{stream_fidelity.BURST_SPAN_RATIO:g}"
+
+    @property
+    def fidelity_rows(self) -> list[tuple[ArmStyle, dict]]:
+        rows = self.analysis.fidelity if self.analysis else []
+        by_id = {arm.id: arm for arm in self.arms}
+        return [(by_id[row["arm_id"]], row) for row in rows if row["arm_id"] in by_id]
+
+    @property
+    def _predicted(self) -> dict:
+        """The stored predictions by arm id; those stored before c was measured (a fitted c, no
+        sentence) are left out rather than shown as predictions."""
+        series = self.analysis.series.get("predicted", {}) if self.analysis else {}
+        return {arm: prediction for arm, prediction in series.items() if "sentence" in prediction}
+
+    @property
+    def predicted_rows(self) -> list[tuple[ArmStyle, dict, dict, StepInterval, StepInterval, StepInterval]]:
+        """(arm, arm's series, point, c, predicted, measured TPOT speedup) per speculative arm and
+        level (experiments/measurement/prediction.py); the three figures in the shape the ratio cells read."""
+        series = self._predicted
+        return [
+            (
+                arm,
+                series[str(arm.id)],
+                point,
+                StepInterval(point["cost_ratio"], point["cost_ratio_lo"], point["cost_ratio_hi"], "one block"),
+                StepInterval(point["predicted"], point["predicted_lo"], point["predicted_hi"], "one block"),
+                StepInterval(point["measured"], point["measured_lo"], point["measured_hi"], "one block"),
+            )
+            for arm in self.speculative_arms
+            if str(arm.id) in series
+            for point in series[str(arm.id)]["points"]
+        ]
+
+    @property
+    def predicted_sentences(self) -> list[tuple[ArmStyle, str]]:
+        series = self._predicted
+        return [(arm, series[str(arm.id)]["sentence"]) for arm in self.speculative_arms if str(arm.id) in series]
+
+    @property
+    def has_predictions(self) -> bool:
+        return any(point["predicted"] is not None for _, _, point, *_ in self.predicted_rows)
+
+    @property
+    def calibration_rows(self) -> list[tuple[str, dict, StepInterval | None]]:
+        """(calibration arm's label, stored step row, c) per calibration arm and level."""
+        calibration = self.analysis.series.get("calibration", []) if self.analysis else []
+        return [
+            (arm["label"], row, StepInterval.from_json(row["relative_cost"]))
+            for arm in calibration
+            for row in arm["rows"]
+        ]
+
+    def chart_data(self) -> dict:
+        """What static/js/experiment_results.js draws, read from the page with json_script."""
+        series = self.analysis.series if self.analysis else {}
+        verdicts = self.analysis.verdicts if self.analysis else []
+        return {
+            "arms": [
+                {
+                    "id": a.id,
+                    "label": a.label,
+                    "baseline": a.is_baseline,
+                    "replicate": a.is_replicate,
+                    "speculative": a.is_speculative,
+                    "colour": a.colour,
+                }
+                for a in self.arms
+            ],
+            "levels": self.levels,
+            "has_slos": self.has_slos,
+            "cells": [
+                {"arm": c.arm.id, "level": c.level} | {column: spread.as_list() for column, spread in c.spread.items()}
+                for c in self.cells
+            ],
+            "acceptance": [
+                {"arm": a.arm.id, "unconditional": a.unconditional, "conditional": a.conditional}
+                for a in self.acceptance
+            ],
+            "speedups": [s.chart_point() for s in self.speedups],
+            "margin": self.margin,
+            "break_even": [{"arm": v["arm_id"], "metric": v["metric"]} | v["break_even"] for v in verdicts],
+            "tpot_cdf": series.get("tpot_cdf", {}),
+            "acceptance_length_cdf": series.get("acceptance_length_cdf", {}),
+            "along_output": series.get("along_output", {}),
+            "predicted": self._predicted,
+        }
+
+
+def arm_styles(*, experiment: Experiment) -> list[ArmStyle]:
+    """The arms the comparison shows (not a calibration arm, experiments/measurement/prediction.py) in
+    position order, each with its colour: grey for the baseline."""
+    arms, speculative = [], 0
+    for arm in experiment.arms.compared_or_baseline().order_by("position"):
+        if arm.is_baseline:
+            colour = BASELINE_COLOUR
+        elif arm.is_replicate:
+            colour = REPLICATE_COLOUR
+        else:
+            colour = ARM_COLOURS[speculative % len(ARM_COLOURS)]
+            speculative += 1
+        arms.append(ArmStyle(arm.id, arm.label, arm.is_baseline, colour, arm.is_replicate, arm.is_speculative))
+    return arms
+
+
+def summary_cells(
+    *, experiment: Experiment, arms: list[ArmStyle], tokens_per_step: dict[str, float | None] | None = None
+) -> list[Cell]:
+    """Mean, min and max of every SPREAD_COLUMNS column over the repetitions, per arm and level,
+    with the spec counters summed: one grouped query over RunSummary. `tokens_per_step`
+    ("arm:level" -> value) comes from the stored analysis."""
+    tokens_per_step = tokens_per_step or {}
+    aggregates: dict[str, Aggregate] = {}
+    for column in SPREAD_COLUMNS:
+        aggregates |= {f"{column}__mean": Avg(column), f"{column}__min": Min(column), f"{column}__max": Max(column)}
+    # A Mapping: the spread columns' aggregates are named at run time, not in the row's TypedDict.
+    rows: Iterable[Mapping[str, Any]] = (
+        RunSummary.objects.succeeded_of(experiment)
+        .values("run__arm_id", "run__concurrency")
+        .annotate(
+            runs=Count("id"), drafts=Sum("spec_num_drafts"), accepted=Sum("spec_num_accepted_tokens"), **aggregates
+        )
+        .order_by("run__arm__position", "run__concurrency")
+    )
+    by_id = {arm.id: arm for arm in arms}
+    return [
+        Cell(
+            arm=by_id[row["run__arm_id"]],
+            level=row["run__concurrency"],
+            runs=row["runs"],
+            spread={c: Spread(row[f"{c}__mean"], row[f"{c}__min"], row[f"{c}__max"]) for c in SPREAD_COLUMNS},
+            drafts=row["drafts"],
+            accepted=row["accepted"],
+            tokens_per_step=tokens_per_step.get(f"{row['run__arm_id']}:{row['run__concurrency']}"),
+        )
+        for row in rows
+        if row["run__arm_id"] in by_id  # not a calibration arm's runs
+    ]
+
+
+# Element-wise sum of the per-position counters; the drafts summed in each (arm, position)
+# group are those of the runs that report that position.
+_POSITION_SQL = f"""
+SELECT run.arm_id, pos.i - 1, SUM(pos.n), SUM(summary.spec_num_drafts)
+FROM {RunSummary._meta.db_table} summary
+JOIN {Run._meta.db_table} run ON run.id = summary.run_id
+CROSS JOIN LATERAL unnest(summary.spec_accepted_per_pos) WITH ORDINALITY AS pos(n, i)
+WHERE run.experiment_id = %s AND run.status = %s
+GROUP BY run.arm_id, pos.i
+ORDER BY run.arm_id, pos.i
+"""
+
+
+class _Pooled(TypedDict):
+    drafts: int
+    accepted: list[int]
+
+
+def acceptance_by_position(
+    *, experiment: Experiment, arms: list[ArmStyle], drafted: dict[str, list] | None = None
+) -> list[PositionAcceptance]:
+    """Per speculative arm, accepted tokens at each draft position pooled over its succeeded
+    runs (all levels and repetitions), as vLLM's unconditional rate and as the conditional
+    one; `drafted` (arm id -> [(accepted, at stake)]) from the stored analysis adds the
+    conditional rate from what each step actually drafted."""
+    drafted = drafted or {}
+    pooled: defaultdict[int, _Pooled] = defaultdict(lambda: {"drafts": 0, "accepted": []})
+    with connection.cursor() as cursor:
+        cursor.execute(_POSITION_SQL, [experiment.id, Run.Status.SUCCEEDED])
+        for arm_id, position, accepted, drafts in cursor.fetchall():
+            if position == 0:
+                pooled[arm_id]["drafts"] = int(drafts or 0)
+            pooled[arm_id]["accepted"].append(int(accepted))
+    return [
+        PositionAcceptance(
+            arm=arm,
+            drafts=pooled[arm.id]["drafts"],
+            accepted=pooled[arm.id]["accepted"],
+            unconditional=stats.per_position_unconditional(pooled[arm.id]["accepted"], pooled[arm.id]["drafts"]),
+            conditional=stats.per_position_conditional(pooled[arm.id]["accepted"], pooled[arm.id]["drafts"]),
+            drafted=[tuple(pair) for pair in drafted.get(str(arm.id), [])],
+        )
+        for arm in arms
+        if arm.id in pooled and pooled[arm.id]["drafts"]
+    ]
+
+
+def results_for_experiment(*, experiment: Experiment) -> Results | None:
+    """What the results block shows, or None before any run succeeded.
+
+    Reads the run summaries (aggregated in SQL), the stored speedups and the stored
+    analysis: a fixed number of queries, and never the per-request rows.
+    """
+    arms = arm_styles(experiment=experiment)
+    analysis = ExperimentAnalysis.objects.filter(experiment=experiment).first()
+    series = analysis.series if analysis else {}
+    cells = summary_cells(experiment=experiment, arms=arms, tokens_per_step=series.get("tokens_per_step"))
+    if not cells:
+        return None
+    speedups = SpeedupEstimate.objects.filter(experiment=experiment, metric__in=SPEEDUP_METRICS).order_by(
+        "arm__position", "concurrency"
+    )
+    return Results(
+        arms=arms,
+        levels=sorted(experiment.concurrency_levels),
+        cells=cells,
+        acceptance=acceptance_by_position(experiment=experiment, arms=arms, drafted=series.get("conditional_drafted")),
+        speedups=list(speedups) if analysis else [],
+        analysis=analysis,
+        slos=experiment.slo_labels,
+        margin=experiment.equivalence_margin,
+        capacity_rows=experiment_capacity(experiment, arms),
+    )
+
+
+def experiment_capacity(experiment: Experiment, arms: list[ArmStyle]) -> list[capacity.CapacityRow]:
+    baseline = next((arm for arm in arms if arm.is_baseline), None)
+    if baseline is None:
+        return []
+    return capacity.capacity_rows(
+        capacity.capacity_cells(experiment=experiment),
+        baseline_id=baseline.id,
+        arm_ids=[arm.id for arm in arms if not arm.is_baseline],
+        levels=sorted(experiment.concurrency_levels),
+    )

@@ -1,0 +1,1 @@
+"""The team's review: decisions, history, comparison, notifications and comments."""
