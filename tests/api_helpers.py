@@ -1,5 +1,5 @@
 """Integration-test helpers: a small protocol on the demo target, submitted through the API
-with a user's token (tests/test_multi_worker_integration.py waits for the workers to end it)."""
+with a user's token (tests/integration/test_multi_worker.py waits for the workers to end it)."""
 
 from django.test import Client
 from django.urls import reverse

@@ -6,18 +6,8 @@ import pytest
 # The real Celery worker process of the integration tests.
 pytest_plugins = ["tests.worker_fixtures"]
 
-# ---------------------------------------------------------------- web: users, clients, dispatch, browser
-# Fixtures of the forms, views and browser tests.
-
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+# ---------------------------------------------------------------- web: users, clients, dispatch
+# Fixtures of the forms and views tests (the browser's are in tests/browser/conftest.py).
 
 
 @pytest.fixture
@@ -64,39 +54,6 @@ def live_workers(monkeypatch):
     monkeypatch.setattr(worker_queues, "inspect_workers", fake)
     yield fake
     cache.clear()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    """Debian's headless Chromium driven by Playwright, which cannot download its own browser here."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
-@pytest.fixture
-def logged_in_page(browser, live_server, user):
-    """A page of a 1280 × 900 window, logged in as `user`, that may use the clipboard (the
-    Copy buttons); a JavaScript error on it fails the test."""
-    from tests.factories import PASSWORD
-
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server.url)
-    page = context.new_page()
-    page.set_default_timeout(10_000)
-    errors = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(f"{live_server.url}/login/")
-    page.fill("#id_username", user.username)
-    page.fill("#id_password", PASSWORD)
-    page.click(".login [type=submit]")
-    page.wait_for_url(f"{live_server.url}/")
-    yield page
-    context.close()
-    assert errors == [], errors
 
 
 # ---------------------------------------------------------------- tests that share one experiment's rows

@@ -9,11 +9,11 @@ from array import array
 import numpy as np
 from django.db import connection, transaction
 
-from experiments.measurement import stats, stream_fidelity
+from experiments.measurement import capacity, stats, stream_fidelity
 from experiments.measurement.packed import FLOAT64, UINT32, Packing, pack, unpack_many
 from experiments.models import EnvironmentSnapshot, Experiment, RequestRecord, RunSummary
 from workers.loadgen import LoadResult, RequestResult
-from workers.prom import CapacityFigures, SpecCounters
+from workers.prom import SpecCounters
 from workers.request_copy import copy_buffer
 
 REQUEST_COLUMNS = (
@@ -40,14 +40,6 @@ REQUEST_COLUMNS = (
     "server_tpot_ms",
     "stream_span_ratio",
     "stream_longest_wait_steps",
-)
-CAPACITY_COLUMNS = (
-    "capacity_samples",
-    "kv_cache_usage_peak",
-    "kv_cache_usage_mean",
-    "requests_running_max",
-    "requests_waiting_max",
-    "preemptions",
 )
 
 
@@ -99,7 +91,7 @@ def summary_fields(load: LoadResult, counters: SpecCounters, experiment: Experim
         "spec_num_draft_tokens": counters.num_draft_tokens,
         "spec_num_accepted_tokens": counters.num_accepted_tokens,
         "spec_accepted_per_pos": list(counters.accepted_per_pos),
-    } | capacity_fields(load.capacity)
+    } | capacity.stored_columns(load.capacity)
     if experiment.has_slos and duration > 0:
         fields["goodput"] = sum(meets_slos(r, experiment) for r in load.requests) / duration
     fields |= _latency_fields("ttft", [r.ttft_ms for r in ok if r.ttft_ms is not None])
@@ -135,20 +127,6 @@ def _packed(values: "array[float] | array[int]", packing: Packing) -> bytes:
     packed = pack(values, packing)
     assert packed is not None  # pack returns None only for None
     return packed
-
-
-def capacity_fields(capacity: CapacityFigures | None) -> dict:
-    """The capacity columns; all null when the run's capacity was not measured."""
-    if capacity is None:
-        return dict.fromkeys(CAPACITY_COLUMNS)
-    return {
-        "capacity_samples": capacity.samples,
-        "kv_cache_usage_peak": capacity.kv_cache_peak,
-        "kv_cache_usage_mean": capacity.kv_cache_mean,
-        "requests_running_max": capacity.running_max,
-        "requests_waiting_max": capacity.waiting_max,
-        "preemptions": capacity.preemptions,
-    }
 
 
 @transaction.atomic

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from experiments.measurement.capacity import CapacityFigures
+
 NUM_DRAFTS = "vllm:spec_decode_num_drafts_total"
 NUM_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
 NUM_ACCEPTED_TOKENS = "vllm:spec_decode_num_accepted_tokens_total"
@@ -86,18 +88,6 @@ class CapacitySample:
     running: int
     waiting: int
     preemptions: int
-
-
-@dataclass(frozen=True)
-class CapacityFigures:
-    """The capacity figures of one measured interval (docs/metrics.md, "Capacity")."""
-
-    samples: int
-    kv_cache_peak: float | None = None
-    kv_cache_mean: float | None = None
-    running_max: int | None = None
-    waiting_max: int | None = None
-    preemptions: int | None = None
 
 
 def parse_capacity(text: str) -> CapacitySample:

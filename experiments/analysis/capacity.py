@@ -13,21 +13,19 @@ from typing import Any
 
 from django.db.models import Avg, Count, Max, Sum
 
+from experiments.measurement.capacity import SAMPLES_COLUMN, STORED, Capacity
 from experiments.models import Experiment, RunSummary
+
+POOL = {"max": Max, "mean": Avg, "sum": Sum}
 
 
 @dataclass(frozen=True)
-class CapacityCell:
+class CapacityCell(Capacity):
     """One arm at one level over its succeeded runs that recorded capacity figures."""
 
     arm_id: int
     level: int
     runs: int
-    kv_cache_peak: float | None = None
-    kv_cache_mean: float | None = None
-    running_max: int | None = None
-    waiting_max: int | None = None
-    preemptions: int | None = None
 
     @property
     def recorded(self) -> bool:
@@ -42,14 +40,7 @@ class CapacityCell:
         return None if self.kv_cache_mean is None else 100 * self.kv_cache_mean
 
     def as_json(self) -> dict:
-        return {
-            "runs": self.runs,
-            "kv_cache_peak": self.kv_cache_peak,
-            "kv_cache_mean": self.kv_cache_mean,
-            "running_max": self.running_max,
-            "waiting_max": self.waiting_max,
-            "preemptions": self.preemptions,
-        }
+        return {"runs": self.runs, **self.figures()}
 
 
 @dataclass(frozen=True)
@@ -80,15 +71,15 @@ def capacity_cells(*, experiment: Experiment) -> dict[tuple[int, int], CapacityC
         RunSummary.objects.succeeded_of(experiment)
         .values("run__arm_id", "run__concurrency")
         .annotate(
-            runs=Count("capacity_samples"),
-            peak=Max("kv_cache_usage_peak"),
-            mean=Avg("kv_cache_usage_mean"),
-            running=Max("requests_running_max"),
-            waiting=Max("requests_waiting_max"),
-            preempted=Sum("preemptions"),
+            runs=Count(SAMPLES_COLUMN),
+            **{_pooled(figure): POOL[how](column) for figure, (column, how) in STORED.items()},
         )
     )
     return {(row["run__arm_id"], row["run__concurrency"]): _cell(row) for row in rows}
+
+
+def _pooled(figure: str) -> str:
+    return f"pooled_{figure}"
 
 
 def _cell(row: Mapping[str, Any]) -> CapacityCell:
@@ -96,11 +87,7 @@ def _cell(row: Mapping[str, Any]) -> CapacityCell:
         arm_id=row["run__arm_id"],
         level=row["run__concurrency"],
         runs=row["runs"],
-        kv_cache_peak=row["peak"],
-        kv_cache_mean=row["mean"],
-        running_max=row["running"],
-        waiting_max=row["waiting"],
-        preemptions=row["preempted"],
+        **{figure: row[_pooled(figure)] for figure in STORED},
     )
 
 

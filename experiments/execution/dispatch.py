@@ -28,7 +28,7 @@ MAX_ATTEMPTS = 3
 # An experiment created this recently is being dispatched by its own on_commit callback.
 DISPATCH_GRACE = timedelta(seconds=5)
 # The web side reaches the worker side by this name only (the import-linter contract in
-# pyproject.toml forbids importing workers here); tests/test_tasks.py checks that it names
+# pyproject.toml forbids importing workers here); tests/workers/test_tasks.py checks that it names
 # the registered task.
 EXECUTE_TASK = "workers.tasks.experiment_execute"
 

@@ -18,7 +18,7 @@ then shows each level's protocol. Free of Django.
 """
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from experiments.imports.bench_files import BenchFile, BenchFileRefused
 
@@ -35,10 +35,7 @@ class Protocol:
     burstiness: str
 
     def as_json(self) -> dict:
-        return {
-            "prompts": self.prompts, "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
-            "request_rate": self.request_rate, "burstiness": self.burstiness,
-        }  # fmt: skip
+        return asdict(self)
 
 
 def _recorded(values: dict, key: str) -> str:

@@ -1,5 +1,5 @@
 """Submit an experiment from a spec file on the server itself, as the API would take it, and
-judge it as scripts/specdash_client.py does (the same options, table and exit status)."""
+judge it as experiments/api/client.py does (the same options, table and exit status)."""
 
 import argparse
 import sys
@@ -7,11 +7,11 @@ import sys
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from experiments.api import client as specdash_client
 from experiments.api import payloads
 from experiments.api.submission import SpecInvalid, submission_from_spec
 from experiments.definition import services as definition
 from experiments.models import Experiment
-from scripts import specdash_client
 
 
 class LocalApi:

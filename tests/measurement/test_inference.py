@@ -1,0 +1,251 @@
+"""From runs to speedups, verdicts, break-even and fidelity, on hand-made runs. No database."""
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from experiments.measurement import inference, verdicts
+from experiments.measurement.inference import RunData
+
+BASE, REPLICATE, ARM = 10, 11, 12
+
+
+def _run(arm, block, tpot, *, level=1, throughput=100.0, failed=0, outputs=None):
+    return RunData(
+        arm=arm,
+        level=level,
+        block=block,
+        latencies={"tpot": dict(enumerate(tpot))},
+        throughputs={"output_throughput": throughput},
+        failed=failed,
+        outputs=outputs or {},
+    )
+
+
+def _cells(runs, **kwargs):
+    options = {"baseline": BASE, "arms": [ARM], "levels": [1], "margin": 0.02} | kwargs
+    return {(c.arm, c.level, c.metric): c for c in inference.speedup_cells(runs, **options)}
+
+
+def test_one_ratio_per_block_from_prompts_paired_inside_the_block():
+    # Block 1: baseline (10 + 30) / arm (5 + 15) = 2.0; block 2: (12 + 28) / (8 + 12) = 2.0;
+    # block 3: (11 + 29) / (10 + 10) = 2.0 -> exactly 2 with a zero-width interval.
+    runs = [
+        _run(BASE, 1, [10, 30], throughput=100),
+        _run(ARM, 1, [5, 15], throughput=150),
+        _run(BASE, 2, [12, 28], throughput=110),
+        _run(ARM, 2, [8, 12], throughput=165),
+        _run(BASE, 3, [11, 29], throughput=90),
+        _run(ARM, 3, [10, 10], throughput=135),
+    ]
+    cells = _cells(runs, metrics=["tpot", "output_throughput"])
+    tpot = cells[(ARM, 1, "tpot")]
+    assert tpot.estimate.block_ratios == (2.0, 2.0, 2.0)
+    assert (tpot.estimate.point, tpot.estimate.lo, tpot.estimate.hi) == pytest.approx((2.0, 2.0, 2.0))
+    assert (tpot.outcome, tpot.n_pairs) == (verdicts.FASTER, 6)
+    # Throughput ratios 150/100, 165/110, 135/90 = 1.5 each.
+    assert cells[(ARM, 1, "output_throughput")].estimate.block_ratios == (1.5, 1.5, 1.5)
+
+
+def test_only_blocks_both_sides_ran_count():
+    runs = [_run(BASE, 1, [10]), _run(ARM, 1, [5]), _run(BASE, 2, [10]), _run(ARM, 3, [5])]
+    cell = _cells(runs, metrics=["tpot"])[(ARM, 1, "tpot")]
+    assert cell.estimate.block_ratios == (2.0,)
+    assert cell.outcome == verdicts.TOO_FEW_BLOCKS
+
+
+def test_failed_requests_are_counted_and_block_a_verdict_when_they_differ():
+    # The arm fails its slowest request in each block: the remaining pairs look 2x faster,
+    # but the failures differ, so there is no verdict.
+    runs = []
+    for block in (1, 2, 3):
+        runs += [_run(BASE, block, [10, 10], failed=0), _run(ARM, block, [5], failed=1)]
+    cell = _cells(runs, metrics=["tpot"])[(ARM, 1, "tpot")]
+    assert (cell.failed_baseline, cell.failed_arm) == (0, 3)
+    assert cell.outcome == verdicts.FAILURES_DIFFER
+
+
+def test_a_block_without_a_ratio_is_noted():
+    runs = [_run(BASE, 1, [10]), _run(ARM, 1, [0.0]), _run(BASE, 2, [10]), _run(ARM, 2, [5])]
+    cell = _cells(runs, metrics=["tpot"])[(ARM, 1, "tpot")]
+    assert cell.estimate.block_ratios == (2.0,)
+    assert cell.estimate.note == "1 block(s) without a ratio (no pairs or a zero value)"
+
+
+def test_throughput_under_a_fixed_arrival_rate_gets_no_verdict():
+    runs = [r for b in (1, 2, 3) for r in (_run(BASE, b, [10], throughput=100), _run(ARM, b, [5], throughput=99))]
+    cells = _cells(runs, metrics=["tpot", "output_throughput"], fixed_arrival_rate=True)
+    assert cells[(ARM, 1, "output_throughput")].outcome == verdicts.NOT_APPLICABLE
+    assert cells[(ARM, 1, "tpot")].outcome == verdicts.FASTER
+
+
+def test_a_distorted_stream_takes_the_client_timed_verdicts_only():
+    # The arm is 2x faster on every metric in every block; in block 2 the baseline's stream was
+    # distorted. TPOT and TTFT (timed from the chunks) get no word; the engine-timed TPOT, E2E and
+    # throughput keep theirs, and every estimate is still computed.
+    runs = []
+    for block in (1, 2, 3, 4):
+        for arm, value, throughput in ((BASE, 10.0, 100.0), (ARM, 5.0, 200.0)):
+            latencies = {metric: {0: value, 1: value} for metric in ("tpot", "ttft", "server_tpot", "e2e")}
+            runs.append(
+                RunData(
+                    arm,
+                    1,
+                    block,
+                    latencies,
+                    {"output_throughput": throughput},
+                    stream_flagged=arm == BASE and block == 2,
+                )
+            )
+    cells = _cells(runs, metrics=["server_tpot", "tpot", "ttft", "e2e", "output_throughput"])
+    outcomes = {
+        metric: cells[(ARM, 1, metric)].outcome
+        for metric in ("server_tpot", "tpot", "ttft", "e2e", "output_throughput")
+    }
+    assert outcomes == {
+        "server_tpot": verdicts.FASTER, "tpot": verdicts.STREAM_DISTORTED, "ttft": verdicts.STREAM_DISTORTED,
+        "e2e": verdicts.FASTER, "output_throughput": verdicts.FASTER,
+    }  # fmt: skip
+    assert cells[(ARM, 1, "tpot")].estimate.point == pytest.approx(2.0)
+    # A flagged run in a block the other side did not run does not count (3 blocks left).
+    unmatched = [r for r in runs if not (r.arm == ARM and r.block == 2)]
+    assert _cells(unmatched, metrics=["tpot"])[(ARM, 1, "tpot")].outcome == verdicts.FASTER
+
+
+def test_break_evens_per_arm_and_metric():
+    runs = []
+    for block, (fast, slow) in enumerate([(5.0, 12.0), (5.5, 12.5), (4.5, 13.0)], start=1):
+        runs += [_run(BASE, block, [10], level=1), _run(ARM, block, [fast], level=1)]
+        runs += [_run(BASE, block, [10], level=4), _run(ARM, block, [slow], level=4)]
+    cells = inference.speedup_cells(runs, baseline=BASE, arms=[ARM], levels=[1, 4], margin=0.02, metrics=["tpot"])
+    even = inference.break_evens(cells)[(ARM, "tpot")]
+    assert even.state == "crosses"
+    assert 1 < even.level < 4
+
+
+def test_fidelity_against_the_baseline_and_the_replicate():
+    base = {0: [1, 2, 3], 1: [4, 5, 6], 2: [7, 8, 9], 3: [1, 1, 1]}
+    replicate = dict(base)
+    arm = {0: [1, 2, 3], 1: [4, 9, 6], 2: [7, 8], 3: [2, 1, 1]}  # 1 equal; differ at 1, 2, 0
+    runs = [_run(BASE, 1, [1], outputs=base), _run(REPLICATE, 1, [1], outputs=replicate)]
+    runs += [_run(ARM, 1, [1], outputs=arm)]
+    cells = inference.fidelity_cells(runs, baseline=BASE, arms=[REPLICATE, ARM], levels=[1], replicate=REPLICATE)
+    by_arm = {cell.arm: cell for cell in cells}
+    assert (by_arm[REPLICATE].compared, by_arm[REPLICATE].identical) == (4, 4)
+    assert by_arm[REPLICATE].p_more_than_replicate is None
+    arm_cell = by_arm[ARM]
+    assert (arm_cell.compared, arm_cell.identical, arm_cell.identical_share) == (4, 1, 0.25)
+    assert sorted(arm_cell.divergence_at) == [0, 1, 2]
+    assert arm_cell.median_divergence == 1
+    # Fisher: 3 of 4 differ against 0 of 4: P = C(3,3)C(5,1)/C(8,4) = 5/70.
+    assert arm_cell.p_more_than_replicate == pytest.approx(5 / 70)
+    assert not arm_cell.warn
+
+
+def test_throughput_cells_pair_no_requests_and_get_a_verdict_by_default():
+    # Throughput ratios 150/100, 165/110, 135/90 = 1.5 in every block: called faster
+    # without a fixed arrival rate, from one value per run (0 pairs).
+    runs = []
+    for block, (base, arm) in enumerate([(100, 150), (110, 165), (90, 135)], start=1):
+        runs += [_run(BASE, block, [10], throughput=base), _run(ARM, block, [5], throughput=arm)]
+    cell = _cells(runs, metrics=["output_throughput"])[(ARM, 1, "output_throughput")]
+    assert (cell.outcome, cell.n_pairs) == (verdicts.FASTER, 0)
+
+
+def test_a_metric_the_runs_did_not_record_has_no_data():
+    # The runs hold TPOT only: E2E has no pairs in any of the 3 blocks.
+    runs = [r for b in (1, 2, 3) for r in (_run(BASE, b, [10]), _run(ARM, b, [5]))]
+    cell = _cells(runs, metrics=["e2e"])[(ARM, 1, "e2e")]
+    assert (cell.estimate.point, cell.outcome, cell.n_pairs) == (None, verdicts.NO_DATA, 0)
+    assert cell.estimate.note == "3 block(s) without a ratio (no pairs or a zero value)"
+
+
+def test_a_level_without_runs_has_no_data():
+    runs = [r for b in (1, 2, 3) for r in (_run(BASE, b, [10]), _run(ARM, b, [5]))]
+    cell = _cells(runs, levels=[1, 4], metrics=["tpot"])[(ARM, 4, "tpot")]
+    assert (cell.estimate.point, cell.outcome, cell.n_pairs) == (None, verdicts.NO_DATA, 0)
+    assert (cell.failed_baseline, cell.failed_arm) == (0, 0)
+
+
+def test_equal_failures_on_both_sides_allow_a_verdict():
+    # One failed request on each side in each block: 3 and 3. The TPOT ratio is 10 / 5 = 2
+    # in every block: faster.
+    runs = [r for b in (1, 2, 3) for r in (_run(BASE, b, [10], failed=1), _run(ARM, b, [5], failed=1))]
+    cell = _cells(runs, metrics=["tpot"])[(ARM, 1, "tpot")]
+    assert (cell.failed_baseline, cell.failed_arm, cell.outcome) == (3, 3, verdicts.FASTER)
+
+
+def test_break_even_pays_everywhere_when_faster_at_every_level():
+    # Arm TPOT 5, 5.5, 4.5 against 10 at both levels: ratios 2, 1.818, 2.222; logs 0.6931,
+    # 0.5978, 0.7985, mean 0.6965, sd 0.1004, half-width 4.3027 * 0.1004 / 1.7321 = 0.2494,
+    # lower bound e^0.4471 = 1.56 > 1: faster at 1 and at 4.
+    runs = []
+    for block, arm_tpot in enumerate([5.0, 5.5, 4.5], start=1):
+        for level in (1, 4):
+            runs += [_run(BASE, block, [10], level=level), _run(ARM, block, [arm_tpot], level=level)]
+    cells = inference.speedup_cells(runs, baseline=BASE, arms=[ARM], levels=[1, 4], margin=0.02, metrics=["tpot"])
+    assert [c.outcome for c in cells] == [verdicts.FASTER, verdicts.FASTER]
+    assert inference.break_evens(cells)[(ARM, "tpot")].state == "pays at every measured level"
+
+
+def test_fidelity_when_the_replicate_differs_too():
+    base = {0: [1, 2], 1: [3, 4], 2: [5, 6], 3: [7, 8]}
+    replicate = {0: [1, 2], 1: [3, 4], 2: [5, 6], 3: [7, 9]}  # 3 of 4 equal
+    arm = {0: [1, 2], 1: [3, 9], 2: [0, 6], 3: [7, 8, 1]}  # 1 of 4 equal; differ at 1, 0, 2
+    runs = [_run(BASE, 1, [1], outputs=base), _run(REPLICATE, 1, [1], outputs=replicate)]
+    runs += [_run(ARM, 1, [1], outputs=arm)]
+    cells = inference.fidelity_cells(runs, baseline=BASE, arms=[REPLICATE, ARM], levels=[1], replicate=REPLICATE)
+    by_arm = {cell.arm: cell for cell in cells}
+    assert (by_arm[REPLICATE].level, by_arm[REPLICATE].compared, by_arm[REPLICATE].identical) == (1, 4, 3)
+    assert (by_arm[ARM].level, by_arm[ARM].compared, by_arm[ARM].identical) == (1, 4, 1)
+    assert sorted(by_arm[ARM].divergence_at) == [0, 1, 2]
+    # Fisher, one-sided: [[3 differ, 1 equal], [1 differ, 3 equal]]. 4 of the 8 differ; the
+    # arm's 4 hold at least 3 of them with P = [C(4,3)C(4,1) + C(4,4)C(4,0)] / C(8,4)
+    # = (16 + 1) / 70.
+    assert by_arm[ARM].p_more_than_replicate == pytest.approx(17 / 70)
+
+
+def test_fidelity_compares_only_the_blocks_and_prompts_both_sides_have():
+    # Block 1: prompt 0 on both sides (equal); prompt 1 only in the baseline's run. Block 2:
+    # only the baseline ran. Level 4: no runs at all. No replicate: no p-value.
+    runs = [
+        _run(BASE, 1, [1], outputs={0: [1, 2], 1: [3, 4]}),
+        _run(ARM, 1, [1], outputs={0: [1, 2]}),
+        _run(BASE, 2, [1], outputs={0: [5, 6]}),
+    ]
+    cells = inference.fidelity_cells(runs, baseline=BASE, arms=[ARM], levels=[4, 1], replicate=None)
+    assert [(c.level, c.compared, c.identical, c.p_more_than_replicate) for c in cells] == [
+        (1, 1, 1, None),
+        (4, 0, 0, None),
+    ]
+    assert cells[1].identical_share is None
+
+
+# ---------------------------------------------------------------- the simulation, small
+
+
+def _check_verdicts():
+    path = Path(__file__).resolve().parents[2] / "scripts" / "check_verdicts.py"
+    spec = importlib.util.spec_from_file_location("check_verdicts", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_simulated_no_effect_is_rarely_called_faster_or_slower():
+    # 300 experiments with no effect at the default design: about 5 % false calls per
+    # cell. A normal instead of a t quantile, or the prompts as the unit, give 20-90 %.
+    check = _check_verdicts()
+    counts = check.simulate(np.random.default_rng(1), effect=0.0, blocks=3, noise=check.TYPICAL, n=300)
+    for counter in counts.values():
+        false = counter[verdicts.FASTER] + counter[verdicts.SLOWER]
+        assert false / sum(counter.values()) < 0.10, counter
+
+
+def test_simulated_large_effect_is_found_and_never_reversed():
+    check = _check_verdicts()
+    counts = check.simulate(np.random.default_rng(2), effect=0.20, blocks=5, noise=check.TYPICAL, n=100)
+    assert counts[("arm", "tpot")][verdicts.FASTER] >= 90
+    assert counts[("arm", "tpot")][verdicts.SLOWER] == 0
