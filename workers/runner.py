@@ -207,7 +207,9 @@ def arm_server_args(
         if synthetic_acceptance_length is None
         else arm.synthetic_config(synthetic_acceptance_length),
         chat_template=chat_template_for(model) if experiment.endpoint == Experiment.Endpoint.CHAT else None,
-        kv_cache_bytes=None if cuda_visible() else round(settings.SPECDASH_CPU_KVCACHE_GIB * 2**30),
+        kv_cache_bytes=None
+        if cuda_visible(settings.SPECDASH_VLLM_PYTHON)
+        else round(settings.SPECDASH_CPU_KVCACHE_GIB * 2**30),
         tensor_parallel_size=experiment.tensor_parallel_size,
     )
 
@@ -226,13 +228,13 @@ def models_prefetch(experiment: Experiment, sessions: list[Session]) -> ModelPre
 
 def worker_binding() -> affinity.CpuBinding | None:
     """How to split this host's cores between the client and the engine; None on GPU hosts."""
-    return None if cuda_visible() else affinity.plan_binding(affinity.usable_cores())
+    return None if cuda_visible(settings.SPECDASH_VLLM_PYTHON) else affinity.plan_binding(affinity.usable_cores())
 
 
 def server_env(binding: affinity.CpuBinding | None) -> dict[str, str | None]:
     """The vLLM server's extra environment on CPU hosts (workers/affinity.server_env), with
     fork as the way it starts its engine process where SPECDASH_CPU_FORK_ENGINE says so."""
-    if cuda_visible():
+    if cuda_visible(settings.SPECDASH_VLLM_PYTHON):
         return {}
     return affinity.server_env(binding, fork_engine=settings.SPECDASH_CPU_FORK_ENGINE)
 
@@ -435,7 +437,7 @@ def tensor_parallel_refusal(experiment: Experiment) -> str | None:
     wanted = experiment.tensor_parallel_size
     if wanted <= 1:
         return None
-    visible = gpu_info()["gpu_count"]
+    visible = gpu_info(settings.SPECDASH_VLLM_PYTHON)["gpu_count"]
     if visible >= wanted:
         return None
     return (

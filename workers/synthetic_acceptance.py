@@ -40,7 +40,7 @@ except AssertionError as refused:
 def unsupported_reason(vllm_python: str) -> str | None:
     """Why this host's vLLM cannot run synthetic acceptance, or None when it can (or the
     probe cannot tell). Asked once per worker process and vLLM interpreter."""
-    if cuda_visible():
+    if cuda_visible(vllm_python):
         return None
     try:
         probe = subprocess.run(

