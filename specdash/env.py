@@ -48,3 +48,23 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw is None:
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_seconds_by_name(name: str) -> dict[str, float]:
+    """`queue=seconds,queue=seconds` (for example `h100=1800,a100=1800`); empty when unset."""
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return {}
+    values = {}
+    for item in raw.split(","):
+        key, sep, number = item.partition("=")
+        try:
+            seconds = float(number)
+        except ValueError:
+            seconds = -1.0
+        if not sep or not key.strip() or seconds <= 0:
+            raise ImproperlyConfigured(
+                f"{name} must read queue=seconds,queue=seconds with positive seconds, got {item.strip()!r}."
+            )
+        values[key.strip()] = seconds
+    return values

@@ -3,7 +3,7 @@
 from datetime import timedelta
 from pathlib import Path
 
-from specdash.env import env_bool, env_float, env_int, env_list, env_str
+from specdash.env import env_bool, env_float, env_int, env_list, env_seconds_by_name, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(env_str("SPECDASH_DATA_DIR", str(BASE_DIR / ".specdash")))
@@ -208,7 +208,15 @@ CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"
 # Workers: where the vLLM runtime lives and how long a run may take.
 SPECDASH_VLLM_PYTHON = env_str("SPECDASH_VLLM_PYTHON", str(BASE_DIR / ".venv-vllm" / "bin" / "python"))
 SPECDASH_MODELS_DIR = Path(env_str("SPECDASH_MODELS_DIR", str(DATA_DIR / "models")))
+# How long a vLLM server may take to become healthy, by worker queue, with a default for
+# queues not named (experiments/execution/worker_queues.server_start_timeout_s). A GPU start
+# includes weight loading, torch.compile, warm-up and CUDA graph capture: minutes for a real
+# model, so GPU pools name theirs (for example h100=1800).
 SPECDASH_SERVER_START_TIMEOUT_S = env_float("SPECDASH_SERVER_START_TIMEOUT_S", 300.0)
+SPECDASH_SERVER_START_TIMEOUT_S_BY_QUEUE = env_seconds_by_name("SPECDASH_SERVER_START_TIMEOUT_S_BY_QUEUE")
+# How long the first server waits for the later servers' models to download
+# (workers/model_prefetch.py): a download of a real model is not a server start.
+SPECDASH_MODEL_PREFETCH_TIMEOUT_S = env_float("SPECDASH_MODEL_PREFETCH_TIMEOUT_S", 3600.0)
 # A run's time limit allows this long per generated token (experiments/measurement/limits.py): generous
 # for a CPU host; a GPU pool can lower it to admit longer experiments.
 SPECDASH_RUN_SECONDS_PER_TOKEN = env_float("SPECDASH_RUN_SECONDS_PER_TOKEN", 0.25)

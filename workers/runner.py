@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 
 from experiments import lifecycle
-from experiments.execution import dispatch, services
+from experiments.execution import dispatch, services, worker_queues
 from experiments.measurement import limits
 from experiments.models import Arm, Experiment, IllegalTransition, Run
 from experiments.prompts.catalog import experiment_requests
@@ -116,7 +116,7 @@ class Execution:
     def models_ready(self) -> None:
         """Wait for the model prefetch, so that no download runs beside a measurement."""
         if self.models is not None:
-            self.models.wait(settings.SPECDASH_SERVER_START_TIMEOUT_S, lambda: stop_if_cancelled(self.experiment))
+            self.models.wait(settings.SPECDASH_MODEL_PREFETCH_TIMEOUT_S, lambda: stop_if_cancelled(self.experiment))
 
 
 @dataclass(frozen=True)
@@ -395,7 +395,7 @@ def session_attempt(execution: Execution, session: Session) -> None:
             args,
             log_path=server_log_path(experiment, session),
             env=server_env(execution.binding) | (profiling.SCOPES_ENV if levels else {}),
-            start_timeout_s=settings.SPECDASH_SERVER_START_TIMEOUT_S,
+            start_timeout_s=worker_queues.server_start_timeout_s(experiment.worker_queue),
             pid_dir=server_pid_dir(execution.worker_name),
             placement=server_placement(execution.binding),
             stop_check=lambda: stop_if_cancelled(experiment),

@@ -174,7 +174,7 @@ def experiment_limit_s(cleaned: dict, *, arms: int) -> float:
         runs_per_level=arms * cleaned["repetitions"],
         sessions=arms * cleaned["repetitions"],
         seconds_per_token=settings.SPECDASH_RUN_SECONDS_PER_TOKEN,
-        server_start_s=settings.SPECDASH_SERVER_START_TIMEOUT_S,
+        server_start_s=worker_queues.server_start_timeout_s(cleaned.get("worker_queue", "")),
     )
 
 

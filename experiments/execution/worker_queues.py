@@ -12,6 +12,7 @@ can tell, and the answer says so instead of claiming that no worker listens.
 import logging
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.core.cache import cache
 from kombu.exceptions import OperationalError
 
@@ -153,3 +154,10 @@ def _hardware_of(reply) -> str:
     if gpu_count is None:
         return ""
     return hardware_label(gpu_name=reply.get("gpu_name", ""), gpu_count=gpu_count, cpu_model=reply.get("cpu_model", ""))
+
+
+def server_start_timeout_s(queue: str) -> float:
+    """How long a vLLM server on this queue may take to become healthy: the queue's own limit
+    (SPECDASH_SERVER_START_TIMEOUT_S_BY_QUEUE) or the default. The form's time limit and the
+    worker read the same figure."""
+    return settings.SPECDASH_SERVER_START_TIMEOUT_S_BY_QUEUE.get(queue, settings.SPECDASH_SERVER_START_TIMEOUT_S)

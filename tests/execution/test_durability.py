@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from unittest import mock
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, OperationalError
 from django.urls import reverse
 from django.utils import timezone
@@ -18,10 +19,11 @@ from kombu.exceptions import OperationalError as BrokerError
 
 from experiments.definition import services as definition
 from experiments.definition.forms import ExperimentForm
-from experiments.execution import dispatch
+from experiments.execution import dispatch, worker_queues
 from experiments.execution import services as execution
 from experiments.measurement import limits
 from experiments.models import Experiment, RequestRecord, Run, RunSummary
+from specdash.env import env_seconds_by_name
 from tests.factories import (
     ExperimentFactory,
     RequestRecordFactory,
@@ -351,3 +353,43 @@ def test_the_reaper_leaves_closing_to_the_live_holder_of_an_experiment(celery_di
     tasks.runs_reap_stale()
     held.refresh_from_db()
     assert held.status == Experiment.Status.FINISHED
+
+
+def test_a_queue_named_in_the_start_limits_gets_its_own_in_the_forms_time_limit(settings):
+    """form_data's experiment fits the 2 h a worker may hold it with 300 s per server start;
+    on a queue whose servers may take 30 min each to start (a GPU pool's real models) it does
+    not, and the form says so before anything is queued."""
+    settings.CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 2 * 3600}
+    settings.SPECDASH_SERVER_START_TIMEOUT_S_BY_QUEUE = {"h100": 1800.0}
+    user = UserFactory()
+
+    assert worker_queues.server_start_timeout_s("h100") == 1800.0
+    assert worker_queues.server_start_timeout_s("cpu") == settings.SPECDASH_SERVER_START_TIMEOUT_S
+    assert ExperimentForm(form_data(worker_queue="cpu"), user=user, speculative_arms=1).is_valid()
+    on_h100 = ExperimentForm(form_data(worker_queue="h100"), user=user, speculative_arms=1)
+    assert not on_h100.is_valid()
+    assert "SPECDASH_VISIBILITY_TIMEOUT_S" in str(on_h100.non_field_errors())
+
+
+@pytest.mark.parametrize(
+    ("raw", "parsed"),
+    [
+        (None, {}),
+        ("", {}),
+        ("h100=1800", {"h100": 1800.0}),
+        (" h100 = 1800 , a100=900.5", {"h100": 1800.0, "a100": 900.5}),
+    ],
+)
+def test_the_start_limits_by_queue_read_queue_equals_seconds(monkeypatch, raw, parsed):
+    if raw is None:
+        monkeypatch.delenv("SPECDASH_X", raising=False)
+    else:
+        monkeypatch.setenv("SPECDASH_X", raw)
+    assert env_seconds_by_name("SPECDASH_X") == parsed
+
+
+@pytest.mark.parametrize("raw", ["h100", "h100=", "=1800", "h100=soon", "h100=0", "h100=-5", "h100=1800,"])
+def test_a_malformed_start_limit_stops_start_up_by_name(monkeypatch, raw):
+    monkeypatch.setenv("SPECDASH_X", raw)
+    with pytest.raises(ImproperlyConfigured, match="SPECDASH_X must read queue=seconds"):
+        env_seconds_by_name("SPECDASH_X")

@@ -45,7 +45,7 @@ class FakeServer:
 
     def __init__(self, args, *, log_path, env, start_timeout_s, pid_dir, placement, stop_check):
         self.args, self.log_path, self.env, self.placement = args, log_path, env, placement
-        self.stop_check = stop_check
+        self.stop_check, self.start_timeout_s = stop_check, start_timeout_s
         # What VllmServer.placed holds once the placement is applied to a healthy server.
         self.placed = {}
         self.run_ids: list[int] = []
@@ -389,7 +389,7 @@ def test_model_files_are_fetched_while_the_first_server_starts_and_never_beside_
     assert events[0] == ("prefetch started", ("org/draft-id",))
     assert events[1][0] == "server started"
     # Awaited on the first server, after it is healthy and before its first measured run.
-    assert events[2] == ("prefetch awaited", settings.SPECDASH_SERVER_START_TIMEOUT_S)
+    assert events[2] == ("prefetch awaited", settings.SPECDASH_MODEL_PREFETCH_TIMEOUT_S)
     assert events[3] == ("measured",)
     assert events[-1] == ("prefetch stopped",)
     assert all(event[0] != "prefetch started" for event in events[1:])
@@ -421,3 +421,13 @@ def test_a_worker_refuses_a_model_its_settings_do_not_allow_before_any_server(se
         assert "This worker does not load /etc/draft" in run.error
         assert "SPECDASH_ALLOW_ANY_MODEL_PATH" in run.error
         assert "Last lines of its log" not in run.error
+
+
+def test_each_server_waits_as_long_as_its_queue_allows(celery_dispatch, served, settings):
+    settings.SPECDASH_SERVER_START_TIMEOUT_S_BY_QUEUE = {"h100": 1800.0}
+    on_cpu = _run_all(_experiment(celery_dispatch, repetitions=1, aa_replicate=False))
+    on_h100 = _run_all(_experiment(celery_dispatch, repetitions=1, aa_replicate=False, worker_queue="h100"))
+
+    assert on_cpu.status == on_h100.status == Experiment.Status.FINISHED
+    timeouts = [server.start_timeout_s for server in served.servers]
+    assert timeouts == [settings.SPECDASH_SERVER_START_TIMEOUT_S] * 2 + [1800.0] * 2
