@@ -45,7 +45,7 @@ django.setup()
 
 from django.conf import settings  # noqa: E402
 
-from workers.request_copy import SIGNATURE, TRAILER  # noqa: E402
+from workers.storage.request_copy import SIGNATURE, TRAILER  # noqa: E402
 
 SETTINGS = ("server_version", "synchronous_commit", "wal_level", "fsync", "shared_buffers", "default_toast_compression")
 # run_id first: a batch is its rows' bytes with only the run id changed (see _batch).

@@ -2,7 +2,7 @@
 
 Seeds one finished experiment — a baseline and 4 speculative arms x 8 concurrency levels x
 5 repetitions x 500 requests (--repetitions, --requests), their speculative steps drawn by
-tests/factories.py's simulator and ingested with COPY through workers.ingest as a worker
+tests/factories.py's simulator and ingested with COPY through workers.storage.ingest as a worker
 would — times the analysis (experiments.analysis.services.experiment_analyse, what the worker runs
 when an experiment ends), then times GETs of its page with Django's test client and prints
 the median. The experiment (and the user made for it, if any) is deleted at the end, also when something fails.
@@ -41,8 +41,8 @@ from experiments.analysis.services import experiment_analyse  # noqa: E402
 from experiments.models import Arm, Experiment, Run  # noqa: E402
 from scripts import bench_request_rows  # noqa: E402
 from tests.factories import simulated_decoding, spec_counters  # noqa: E402
-from workers.ingest import ingest_run  # noqa: E402
-from workers.loadgen import LoadResult, RequestResult  # noqa: E402
+from workers.measure.loadgen import LoadResult, RequestResult  # noqa: E402
+from workers.storage.ingest import ingest_run  # noqa: E402
 
 NAME = "bench: experiment page (deleted by scripts/bench_experiment_page.py)"
 BENCH_USER = "bench-experiment-page"

@@ -3,12 +3,12 @@
 Builds realistic RequestResult rows (128 output tokens each with their chunk arrival
 times, tokens per chunk and output token ids; the speculative runs with vLLM's per-step
 accepted and proposed lists, drawn by tests/factories.py's simulator), then times
-`workers.ingest.ingest_run`, the function the worker calls, run by run: deleting an
+`workers.storage.ingest.ingest_run`, the function the worker calls, run by run: deleting an
 earlier copy of the run, COPY of the request rows, the environment snapshot and the
 summary computed from the requests. Building the rows is not timed: the load generator
 has them in memory already. It prints the rows per second of the whole call and of the
 COPY step alone (`_copy_requests`, timed the same way on a second set of runs), and the
-CPU time of encoding the COPY stream (workers/request_copy.py), which a busy host does not
+CPU time of encoding the COPY stream (workers/storage/request_copy.py), which a busy host does not
 inflate as much as the wall-clock figures. The
 experiment it writes to, and the user made for it, are deleted at the end.
 
@@ -35,9 +35,9 @@ from experiments import teams  # noqa: E402
 from experiments.measurement.packed import FLOAT64, UINT32  # noqa: E402
 from experiments.models import Arm, Experiment, Run  # noqa: E402
 from tests.factories import recorded, simulated_decoding, spec_counters  # noqa: E402
-from workers.ingest import _copy_requests, ingest_run  # noqa: E402
-from workers.loadgen import LoadResult, RequestResult  # noqa: E402
-from workers.request_copy import copy_buffer  # noqa: E402
+from workers.measure.loadgen import LoadResult, RequestResult  # noqa: E402
+from workers.storage.ingest import _copy_requests, ingest_run  # noqa: E402
+from workers.storage.request_copy import copy_buffer  # noqa: E402
 
 NAME = "bench: ingestion (deleted by scripts/bench_ingest.py)"
 BENCH_USER = "bench-ingest"

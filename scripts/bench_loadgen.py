@@ -1,6 +1,6 @@
 """Check specdash's load generator against vLLM's own (`vllm bench serve`).
 
-Starts one vLLM server, warms it up, then drives it with workers.loadgen and with
+Starts one vLLM server, warms it up, then drives it with workers.measure.loadgen and with
 vllm.benchmarks.serve in alternating order (same prompts, same request body, same
 concurrency, same warm-up count), and prints for each: output throughput, TTFT, TPOT,
 end-to-end latency, acceptance length, the client's CPU seconds per 1,000 output tokens,
@@ -16,7 +16,7 @@ Run it with the web/worker interpreter (.venv); the server and vLLM's client run
 
 The server starts as an experiment's does (workers/runner.py): the KV cache sized with
 --kv-cache-memory-bytes on a host without a GPU, the engine's threads and the API server and
-engine core placed as workers/affinity.py places them, and both clients run on the client's
+engine core placed as workers/server/affinity.py places them, and both clients run on the client's
 core. Each round also prints how many of each client's requests waited longer than 5 of the
 engine's steps for a chunk (a stall) and how many received their decode in one burst (a
 decode span under a fifth of the engine's mean decode time per request), the engine's figures
@@ -41,9 +41,9 @@ sys.path.insert(0, str(REPO))
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
 from experiments.measurement import stream_fidelity  # noqa: E402
-from workers import affinity  # noqa: E402
-from workers.loadgen import run_load_sync  # noqa: E402
-from workers.vllm_server import VllmServer, build_server_args, cuda_visible, free_port  # noqa: E402
+from workers.measure.loadgen import run_load_sync  # noqa: E402
+from workers.server import affinity  # noqa: E402
+from workers.server.vllm_server import VllmServer, build_server_args, cuda_visible, free_port  # noqa: E402
 
 SERVED_NAME = "target"
 SERVER_HISTOGRAMS = {
@@ -113,7 +113,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--work-dir", default="/tmp/specdash-bench")
     parser.add_argument(
         "--placement", default=affinity.DEFAULT_PLACEMENT, choices=sorted(affinity.PLACEMENTS),
-        help="where the API server and engine core run (workers/affinity.py; the runner's by default)",
+        help="where the API server and engine core run (workers/server/affinity.py; the runner's by default)",
     )  # fmt: skip
     parser.add_argument("--wait-for-model", type=float, default=0.0, help="seconds to wait for MODEL/config.json")
     return parser.parse_args(argv)

@@ -5,7 +5,7 @@ the pages it times. Every succeeded run without request rows gets `per_run` of t
 newest runs first, until `total` rows are written. The rows are those of
 scripts/bench_ingest.py's generator (a baseline-like and a speculative template of
 `per_run` requests each, with chunk times, tokens per chunk, output token ids and per-step
-acceptance lists), encoded once with workers/request_copy.py; each run's copy only gets
+acceptance lists), encoded once with workers/storage/request_copy.py; each run's copy only gets
 its own run id written in, and goes in with binary COPY. Indexes are those the
 migrations made, maintained during the load as in production.
 
@@ -32,8 +32,8 @@ from django.db import connection  # noqa: E402
 
 from experiments.models import RequestRecord, Run  # noqa: E402
 from scripts.bench_ingest import request_result  # noqa: E402
-from workers.ingest import REQUEST_COLUMNS  # noqa: E402
-from workers.request_copy import SIGNATURE, TRAILER, copy_buffer  # noqa: E402
+from workers.storage.ingest import REQUEST_COLUMNS  # noqa: E402
+from workers.storage.request_copy import SIGNATURE, TRAILER, copy_buffer  # noqa: E402
 
 OUTPUT_TOKENS = 64
 RUNS_PER_COPY = 50

@@ -29,9 +29,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from experiments.measurement import inference, stats, stream_fidelity  # noqa: E402
-from workers import affinity  # noqa: E402
-from workers.loadgen import run_load_sync  # noqa: E402
-from workers.vllm_server import VllmServer, build_server_args, free_port  # noqa: E402
+from workers.measure.loadgen import run_load_sync  # noqa: E402
+from workers.server import affinity  # noqa: E402
+from workers.server.vllm_server import VllmServer, build_server_args, free_port  # noqa: E402
 
 BASELINE, REPLICATE, DRAFT = 0, 1, 2
 LABELS = {BASELINE: "baseline", REPLICATE: "A/A replicate", DRAFT: "draft model k=4"}

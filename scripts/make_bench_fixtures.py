@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from scripts.bench_loadgen import SERVED_NAME, VLLM_BENCH_RUNNER, load_prompts  # noqa: E402
-from workers.vllm_server import VllmServer, build_server_args, free_port  # noqa: E402
+from workers.server.vllm_server import VllmServer, build_server_args, free_port  # noqa: E402
 
 NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 2, "prompt_lookup_max": 3}
 ARMS = (("baseline", None), ("ngram k=3", NGRAM))

@@ -215,7 +215,7 @@ SPECDASH_MODELS_DIR = Path(env_str("SPECDASH_MODELS_DIR", str(DATA_DIR / "models
 SPECDASH_SERVER_START_TIMEOUT_S = env_float("SPECDASH_SERVER_START_TIMEOUT_S", 300.0)
 SPECDASH_SERVER_START_TIMEOUT_S_BY_QUEUE = env_seconds_by_name("SPECDASH_SERVER_START_TIMEOUT_S_BY_QUEUE")
 # How long the first server waits for the later servers' models to download
-# (workers/model_prefetch.py): a download of a real model is not a server start.
+# (workers/server/model_prefetch.py): a download of a real model is not a server start.
 SPECDASH_MODEL_PREFETCH_TIMEOUT_S = env_float("SPECDASH_MODEL_PREFETCH_TIMEOUT_S", 3600.0)
 # A run's time limit allows this long per generated token (experiments/measurement/limits.py): generous
 # for a CPU host; a GPU pool can lower it to admit longer experiments.
@@ -223,7 +223,7 @@ SPECDASH_RUN_SECONDS_PER_TOKEN = env_float("SPECDASH_RUN_SECONDS_PER_TOKEN", 0.2
 # A worker process beats every second; one silent this long is dead (workers/liveness.py).
 SPECDASH_HEARTBEAT_STALE_S = env_int("SPECDASH_HEARTBEAT_STALE_S", 30)
 # How long a worker keeps retrying to store a finished run while PostgreSQL does not answer;
-# after that the results stay in its spool for the next task (workers/spool.py).
+# after that the results stay in its spool for the next task (workers/storage/spool.py).
 SPECDASH_DB_OUTAGE_WAIT_S = env_float("SPECDASH_DB_OUTAGE_WAIT_S", 600.0)
 # The KV cache of CPU servers in GiB; a fraction gives a cache small enough to fill (a test
 # of preemption, or the memory a production host would leave).

@@ -25,9 +25,9 @@ from experiments.models import (
     RunSummary,
     SpeedupEstimate,
 )
-from workers.ingest import ingest_run
-from workers.loadgen import LoadResult, RequestResult, stream_timing
-from workers.prom import SpecCounters
+from workers.measure.loadgen import LoadResult, RequestResult, stream_timing
+from workers.measure.prom import SpecCounters
+from workers.storage.ingest import ingest_run
 
 PASSWORD = "correct horse battery"
 

@@ -9,7 +9,7 @@ import subprocess
 from django.conf import settings
 
 from experiments.models import Arm
-from workers.vllm_server import profiler_args
+from workers.server.vllm_server import profiler_args
 
 # Prints the installed SpeculativeConfig's field names and the values its `method` accepts.
 INTROSPECT = """

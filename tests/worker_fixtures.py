@@ -20,7 +20,7 @@ from django.db import connection
 
 from experiments.models import Experiment
 from workers.runner import server_pid_dir
-from workers.vllm_server import stop_orphaned_servers
+from workers.server.vllm_server import stop_orphaned_servers
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"

@@ -1,7 +1,7 @@
 """Celery remote-control commands of specdash's workers (registered by specdash/celery.py).
 
 `celery -A specdash inspect hardware` answers with the host and what it computes on, named
-as the environment snapshot names them (workers/envinfo.py), so that the experiment form can
+as the environment snapshot names them (workers/host/envinfo.py), so that the experiment form can
 say what each live queue runs on before any run has recorded it. The command runs in the
 worker's main process, which must answer within the web server's short wait even while it
 holds an experiment: the hardware is read once, when the worker starts, not on each ask.
@@ -13,7 +13,7 @@ import socket
 from celery.signals import worker_init
 from celery.worker.control import inspect_command
 
-from workers import envinfo
+from workers.host import envinfo
 
 _hardware: dict = {}
 

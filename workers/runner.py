@@ -25,14 +25,14 @@ from experiments.measurement import limits
 from experiments.models import Arm, Experiment, IllegalTransition, Run
 from experiments.prompts.catalog import experiment_requests
 from experiments.rules.model_paths import model_path_refusal
-from workers import affinity, profiling, spool, synthetic_acceptance
-from workers.chat_template import chat_template_for
-from workers.envinfo import capture_environment, gpu_info
+from workers.host.envinfo import capture_environment, gpu_info
 from workers.liveness import LeaseBeat
-from workers.loadgen import LoadResult, Prompt, run_load_sync
-from workers.model_prefetch import ModelPrefetch
-from workers.prom import SpecCounters
-from workers.vllm_server import (
+from workers.measure.loadgen import LoadResult, Prompt, run_load_sync
+from workers.measure.prom import SpecCounters
+from workers.server import affinity, profiling, synthetic_acceptance
+from workers.server.chat_template import chat_template_for
+from workers.server.model_prefetch import ModelPrefetch
+from workers.server.vllm_server import (
     ServerStartError,
     VllmServer,
     build_server_args,
@@ -41,6 +41,7 @@ from workers.vllm_server import (
     model_paths,
     profiler_args,
 )
+from workers.storage import spool
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +61,7 @@ class ProgressReporter:
     last_beat: float = field(default=0.0)
 
     def __call__(self, done: int, total: int) -> None:
-        """Runs after every measured request; raising here stops the load (workers.loadgen).
+        """Runs after every measured request; raising here stops the load (workers.measure.loadgen).
         A database that does not answer does not stop it: the results wait in the spool."""
         now = time.monotonic()
         if now - self.last_beat < HEARTBEAT_EVERY_S and done < total:
@@ -110,7 +111,7 @@ class Execution:
     worker_name: str
     binding: affinity.CpuBinding | None
     # The later servers' model files, fetched while the first server starts; awaited
-    # before the first measured run (workers/model_prefetch.py).
+    # before the first measured run (workers/server/model_prefetch.py).
     models: ModelPrefetch | None = None
 
     def models_ready(self) -> None:
@@ -241,7 +242,7 @@ def server_env(binding: affinity.CpuBinding | None) -> dict[str, str | None]:
 
 def server_placement(binding: affinity.CpuBinding | None) -> affinity.ServerPlacement | None:
     """Where the server's API server and engine core run beside the client and the engine's
-    threads, on CPU hosts (workers/affinity.py)."""
+    threads, on CPU hosts (workers/server/affinity.py)."""
     return affinity.ServerPlacement(binding) if binding else None
 
 

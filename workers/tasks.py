@@ -28,7 +28,7 @@ def _remember_worker_name(sender=None, **kwargs) -> None:
 def _stop_orphaned_servers(**kwargs) -> None:
     """A pool process that replaces one killed mid-run stops the servers it left behind."""
     from workers.runner import server_pid_dir
-    from workers.vllm_server import stop_orphaned_servers
+    from workers.server.vllm_server import stop_orphaned_servers
 
     for pgid in stop_orphaned_servers(server_pid_dir(_worker["name"])):
         logger.warning("stopped an orphaned vLLM server (process group %s)", pgid)

@@ -89,7 +89,7 @@ def no_worker_notice(queue: str) -> str | None:
 
 def synthetic_sweep_notice(queue: str) -> str | None:
     """What to tell someone whose synthetic acceptance sweep waits on a queue that only CPU
-    workers serve (workers/synthetic_acceptance.py: vLLM's CPU build refuses it); None otherwise."""
+    workers serve (workers/server/synthetic_acceptance.py: vLLM's CPU build refuses it); None otherwise."""
     if not live_queues().cpu_only(queue):
         return None
     return (

@@ -30,7 +30,7 @@ distorted requests exceeds DISTORTED_RUN_SHARE gets no verdict on the client's T
 (experiments/measurement/inference.py); E2E and throughput end at the last token either way and keep
 theirs, and the engine-timed TPOT is the engine's own clock.
 
-Plain module: no Django; the worker applies it when it stores a run (workers/ingest.py).
+Plain module: no Django; the worker applies it when it stores a run (workers/storage/ingest.py).
 """
 
 import math
@@ -153,7 +153,7 @@ def run_flagged(checked: int | None, distorted: int | None) -> bool:
     requests could be checked (recorded before the engine's times were) is not flagged."""
     if not checked:
         return False
-    assert distorted is not None  # stored with `checked`, both from one RunStream (workers/ingest.py)
+    assert distorted is not None  # stored with `checked`, both from one RunStream (workers/storage/ingest.py)
     return distorted / checked > DISTORTED_RUN_SHARE
 
 

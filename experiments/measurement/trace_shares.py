@@ -1,5 +1,5 @@
 """Where an engine step's time goes, read from a torch profiler trace that vLLM wrote during
-a profiled interval (workers/profiling.py).
+a profiled interval (workers/server/profiling.py).
 
 The trace is Chrome trace JSON ({"traceEvents": [...]}); complete events ("ph": "X") carry
 a name, a start `ts` and a duration `dur` in microseconds. vLLM's model runner names its

@@ -184,7 +184,7 @@ class RunSummary(models.Model):
     spec_num_accepted_tokens = models.PositiveBigIntegerField(null=True)
     spec_accepted_per_pos = ArrayField(models.PositiveBigIntegerField(), null=True)
 
-    # vLLM's capacity figures over the measured interval (workers/prom.py); null on runs
+    # vLLM's capacity figures over the measured interval (workers/measure/prom.py); null on runs
     # recorded before they were measured, or when /metrics could not be read.
     capacity_samples = models.PositiveIntegerField(
         null=True, help_text="Readings of /metrics taken while the measured requests ran."
@@ -358,7 +358,7 @@ class EnvironmentSnapshot(models.Model):
     python_version = models.CharField(max_length=64, blank=True)
     server_command = ArrayField(models.TextField(), default=list)
     # Which cores the engine's threads and the load generator were bound to, and the
-    # environment variables that set it (workers/affinity.py); empty on GPU hosts.
+    # environment variables that set it (workers/server/affinity.py); empty on GPU hosts.
     cpu_binding = models.JSONField(default=dict, blank=True)
 
     def __str__(self):

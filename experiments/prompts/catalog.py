@@ -4,7 +4,7 @@ Built-in sets live in `experiments/prompts/data/<name>.json` as
 {"name", "title", "description", "prompts": [str, ...]} and were written for this project.
 
 This module imports nothing from Django, so the demo model builder (run with the vLLM
-python, see workers/demo_models.py) trains on exactly the prompts the benchmarks send.
+python, see workers/host/demo_models.py) trains on exactly the prompts the benchmarks send.
 """
 
 import hashlib

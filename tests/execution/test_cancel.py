@@ -13,8 +13,8 @@ from experiments.models import Experiment, RequestRecord, Run
 from tests.factories import UserFactory
 from tests.workers import test_runner
 from workers import runner
-from workers.loadgen import LoadResult, RequestResult
-from workers.prom import SpecCounters
+from workers.measure.loadgen import LoadResult, RequestResult
+from workers.measure.prom import SpecCounters
 
 pytestmark = pytest.mark.django_db
 

@@ -33,10 +33,12 @@ from tests.factories import (
     form_data,
 )
 from tests.workers.test_runner import FakeServer, served  # noqa: F401 (a fixture)
-from workers import runner, spool, tasks
-from workers.loadgen import LoadResult, RequestResult
-from workers.prom import SpecCounters
-from workers.vllm_server import ServerStartError, VllmServer
+from workers import runner, tasks
+from workers.measure import loadgen, prom
+from workers.measure.loadgen import LoadResult, RequestResult
+from workers.measure.prom import SpecCounters
+from workers.server.vllm_server import ServerStartError, VllmServer
+from workers.storage import spool
 
 pytestmark = pytest.mark.django_db
 
@@ -241,6 +243,26 @@ def test_a_run_is_stored_once_however_often_its_results_arrive(spool_folder):
     assert RequestRecord.objects.filter(run=run).count() == 3
     assert RunSummary.objects.filter(run=run).count() == 1
     assert list(spool_folder.iterdir()) == []
+
+
+def test_a_spool_file_written_before_the_worker_modules_moved_is_still_stored(spool_folder, monkeypatch):
+    """A worker upgraded with a run on its disk: the file names workers.loadgen, workers.prom and
+    workers.spool, as the worker before the move wrote it."""
+    run = RunFactory(status=Run.Status.RUNNING)
+    with monkeypatch.context() as before_the_move:
+        for module, was in ((loadgen, "workers.loadgen"), (prom, "workers.prom"), (spool, "workers.spool")):
+            before_the_move.setitem(sys.modules, was, module)
+            for value in vars(module).values():
+                if isinstance(value, type) and value.__module__ == module.__name__:
+                    before_the_move.setattr(value, "__module__", was)
+        path = spool.spool_write(_record(run), worker_name=WORKER)
+    assert b"workers.loadgen" in path.read_bytes()
+    assert "workers.loadgen" not in sys.modules
+
+    assert spool.spool_store(path, wait_s=0)
+    run.refresh_from_db()
+    assert run.status == Run.Status.SUCCEEDED
+    assert RequestRecord.objects.filter(run=run).count() == 3
 
 
 def test_results_wait_on_disk_while_the_database_does_not_answer(spool_folder):

@@ -224,7 +224,7 @@ SWEEP_NOTICE_CPU = (
 
 @pytest.mark.django_db
 def test_a_synthetic_sweep_waiting_on_cpu_workers_only_is_told_it_will_fail(logged_in_client, live_workers):
-    """workers/synthetic_acceptance.py: a CPU worker fails a sweep's runs unstarted."""
+    """workers/server/synthetic_acceptance.py: a CPU worker fails a sweep's runs unstarted."""
     live_workers.return_value = REPLIES  # queue cpu: one worker, no GPU
     experiment = ExperimentFactory(worker_queue="cpu", status=Experiment.Status.RUNNING)
     arm = ArmFactory(experiment=experiment, position=1, label="draft", method="draft_model")

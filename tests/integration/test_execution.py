@@ -42,8 +42,8 @@ from experiments.models import (
 from experiments.prompts.catalog import prompt_set_hash
 from tests.factories import experiment_fields
 from tests.worker_fixtures import shared_rows, wait_for_experiment
-from workers import synthetic_acceptance
-from workers.affinity import plan_binding
+from workers.server import synthetic_acceptance
+from workers.server.affinity import plan_binding
 
 pytestmark = pytest.mark.integration
 
@@ -308,7 +308,7 @@ def test_the_calibration_arm_measures_the_draft_cost_that_the_prediction_uses(ar
 @pytest.mark.django_db
 def test_a_sweep_runs_where_vllm_allows_it_and_never_touches_the_arms_figures(arms_experiment):
     """What the sweep's runs do depends on the host's vLLM: 0.32's GPU kernels implement
-    synthetic acceptance, its CPU build refuses it (workers/synthetic_acceptance.py). On a host
+    synthetic acceptance, its CPU build refuses it (workers/server/synthetic_acceptance.py). On a host
     that runs it, the stored sweep is checked against what vLLM measured (τ near the length
     asked for); on a CPU host, that the worker started no server for the sweep and failed its
     runs with vLLM's reason, while the arms' own runs, statistics and page are those of an

@@ -60,7 +60,7 @@ from experiments.prompts.uploads import prompt_file_read
 from tests.api_helpers import submit_through_api, token_client
 from tests.factories import UserFactory, experiment_fields
 from tests.worker_fixtures import celery_workers, shared_rows, wait_for_experiment
-from workers.chat_template import PLAIN_TEMPLATE
+from workers.server.chat_template import PLAIN_TEMPLATE
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGET = settings.SPECDASH_MODELS_DIR / "target"

@@ -6,7 +6,7 @@ import pytest
 
 from experiments.measurement.packed import FLOAT64, UINT32
 from scripts import bench_loadgen, check_stream_fidelity
-from workers.loadgen import LoadResult, RequestResult, finalise
+from workers.measure.loadgen import LoadResult, RequestResult, finalise
 
 
 def _request(index: int, tpot: float, *, burst: bool = False) -> RequestResult:

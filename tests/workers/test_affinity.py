@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from workers import affinity
-from workers.affinity import CpuBinding, core_list, pinned, plan_binding
+from workers.server import affinity
+from workers.server.affinity import CpuBinding, core_list, pinned, plan_binding
 
 
 def test_the_client_gets_the_first_core_and_the_engine_the_rest():

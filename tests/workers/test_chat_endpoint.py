@@ -13,9 +13,10 @@ from experiments.prompts import catalog
 from experiments.review.comparison import protocol_of
 from tests.factories import ArmFactory, ExperimentFactory, form_data
 from tests.prompt_sets.test_prompt_sets import _stored
-from workers import chat_template, runner
-from workers.loadgen import CHAT_PATH, request_body, run_load
-from workers.vllm_server import build_server_args
+from workers import runner
+from workers.measure.loadgen import CHAT_PATH, request_body, run_load
+from workers.server import chat_template
+from workers.server.vllm_server import build_server_args
 
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Rename x."}]
 BODIES = web.AppKey("bodies", list)

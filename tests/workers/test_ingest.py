@@ -6,9 +6,9 @@ from experiments.measurement.packed import FLOAT64, UINT32
 from experiments.measurement.token_ids import pack_token_ids, unpack_token_ids
 from experiments.models import EnvironmentSnapshot, RequestRecord, RunSummary
 from tests.factories import RunFactory
-from workers.ingest import ingest_run, meets_slos, summary_fields
-from workers.loadgen import LoadResult, RequestResult, finalise
-from workers.prom import SpecCounters
+from workers.measure.loadgen import LoadResult, RequestResult, finalise
+from workers.measure.prom import SpecCounters
+from workers.storage.ingest import ingest_run, meets_slos, summary_fields
 
 pytestmark = pytest.mark.django_db
 

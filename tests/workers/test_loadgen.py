@@ -6,7 +6,7 @@ from array import array
 import pytest
 from aiohttp import web
 
-from workers.loadgen import (
+from workers.measure.loadgen import (
     RequestResult,
     apply_event,
     finalise,
@@ -15,7 +15,7 @@ from workers.loadgen import (
     run_load,
     sse_data,
 )
-from workers.prom import SpecCounters
+from workers.measure.prom import SpecCounters
 
 
 def test_poisson_offsets_are_seeded_and_start_at_zero():

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from workers.model_prefetch import ModelPrefetch, model_ids
+from workers.server.model_prefetch import ModelPrefetch, model_ids
 
 
 def test_only_model_ids_are_fetched_each_once_in_order():

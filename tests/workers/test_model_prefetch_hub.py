@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from workers.model_prefetch import FETCH_PATTERNS, ModelPrefetch
+from workers.server.model_prefetch import FETCH_PATTERNS, ModelPrefetch
 
 REPO = "specdash-test/draft"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"

@@ -1,4 +1,4 @@
-"""The worker's side of profiled intervals (workers/profiling.py): which sessions profile,
+"""The worker's side of profiled intervals (workers/server/profiling.py): which sessions profile,
 with which prompts and server arguments, and what a failed interval records."""
 
 import gzip
@@ -8,8 +8,8 @@ import pytest
 
 from experiments.models import ProfiledInterval
 from tests.factories import ArmFactory, ExperimentFactory, RunFactory
-from workers import profiling
-from workers.vllm_server import profiler_args
+from workers.server import profiling
+from workers.server.vllm_server import profiler_args
 
 pytestmark = pytest.mark.django_db
 

@@ -12,8 +12,8 @@ from experiments.measurement.token_ids import pack_token_ids, unpack_token_ids
 from experiments.models import RequestRecord
 from scripts import bench_ingest
 from tests.factories import RunFactory
-from workers.ingest import REQUEST_COLUMNS, _copy_requests
-from workers.loadgen import RequestResult
+from workers.measure.loadgen import RequestResult
+from workers.storage.ingest import REQUEST_COLUMNS, _copy_requests
 
 pytestmark = pytest.mark.django_db
 

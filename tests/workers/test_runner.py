@@ -18,10 +18,10 @@ from experiments.models import Arm, EnvironmentSnapshot, Experiment, RequestReco
 from experiments.prompts.catalog import experiment_prompts
 from tests.factories import UserFactory, experiment_fields
 from workers import runner
-from workers.affinity import core_list
-from workers.loadgen import LoadResult, RequestResult
-from workers.prom import SpecCounters
-from workers.vllm_server import ServerStartError
+from workers.measure.loadgen import LoadResult, RequestResult
+from workers.measure.prom import SpecCounters
+from workers.server.affinity import core_list
+from workers.server.vllm_server import ServerStartError
 
 pytestmark = pytest.mark.django_db
 

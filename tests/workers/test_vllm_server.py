@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from celery.signals import worker_process_init
 
-from workers import runner, tasks, vllm_server
-from workers.vllm_server import ServerStartError, VllmServer, build_server_args, free_port
+from workers import runner, tasks
+from workers.server import vllm_server
+from workers.server.vllm_server import ServerStartError, VllmServer, build_server_args, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 VLLM_PYTHON = REPO / ".venv-vllm" / "bin" / "python"
@@ -154,7 +155,7 @@ def _owner(tmp_path, args: list[str], pid_dir: Path | None = None) -> subprocess
         import sys, time
         sys.path.insert(0, {str(REPO)!r})
         from pathlib import Path
-        from workers.vllm_server import VllmServer
+        from workers.server.vllm_server import VllmServer
         log_path = Path({str(tmp_path / "server.log")!r})
         server = VllmServer({args!r}, log_path=log_path, start_timeout_s=30, pid_dir={pid_dir and str(pid_dir)!r})
         server.__enter__()

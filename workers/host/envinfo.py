@@ -69,7 +69,7 @@ class GpuFields(TypedDict, total=False):
 def capture_environment(
     *, vllm_python: str, server_command: list[str], cpu_binding: Mapping[str, object] | None = None
 ) -> dict[str, Any]:
-    """`cpu_binding` is workers.affinity.CpuBinding.record() on CPU hosts, empty otherwise."""
+    """`cpu_binding` is workers.server.affinity.CpuBinding.record() on CPU hosts, empty otherwise."""
     return {
         "host_name": socket.gethostname(),
         "cpu_model": cpu_model(),

@@ -2,7 +2,7 @@
 
 Run with the vLLM environment's python from the repository root (no Django here):
 
-    .venv-vllm/bin/python -m workers.demo_models --out DIR
+    .venv-vllm/bin/python -m workers.host.demo_models --out DIR
 
 writes DIR/target and DIR/draft (weights as safetensors, the shared fast BPE tokenizer)
 and DIR/demo_build.json (the recipe's figures). No model can be downloaded, so both are

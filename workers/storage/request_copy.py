@@ -16,7 +16,7 @@ from itertools import chain
 import numpy as np
 
 from experiments.measurement.packed import FLOAT64, UINT16, UINT32, pack
-from workers.loadgen import RequestResult
+from workers.measure.loadgen import RequestResult
 
 SIGNATURE = b"PGCOPY\n\xff\r\n\0" + bytes(8)  # the signature, then 32-bit flags and header extension length
 TRAILER = b"\xff\xff"
@@ -76,7 +76,7 @@ def _fixed(run_id: int, requests: Sequence[RequestResult]) -> Segment:
 
 
 def _segments(run_id: int, requests: Sequence[RequestResult]) -> list[Segment]:
-    """Every field of every row, in the order of workers.ingest.REQUEST_COLUMNS."""
+    """Every field of every row, in the order of workers.storage.ingest.REQUEST_COLUMNS."""
     return [
         _fixed(run_id, requests),
         _float([r.ttft_ms for r in requests]),

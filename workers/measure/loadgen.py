@@ -39,7 +39,7 @@ import aiohttp
 
 from experiments.measurement import stats, stream_fidelity
 from experiments.measurement.packed import FLOAT64, UINT16, UINT32
-from workers.prom import (
+from workers.measure.prom import (
     CapacityFigures,
     CapacitySample,
     SpecCounters,

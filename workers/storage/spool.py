@@ -18,15 +18,16 @@ import pickle
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection
 
 from experiments.execution import services as execution
 from experiments.models import Experiment
-from workers import ingest
-from workers.loadgen import LoadResult
-from workers.prom import SpecCounters
+from workers.measure.loadgen import LoadResult
+from workers.measure.prom import SpecCounters
+from workers.storage import ingest
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +62,26 @@ def spool_write(record: SpooledRun, *, worker_name: str) -> Path:
     return path
 
 
+# Spool files written before the worker's modules moved into packages name the old modules;
+# a worker upgraded with runs still on its disk reads them under the new names.
+MOVED_MODULES = {
+    "workers.loadgen": "workers.measure.loadgen",
+    "workers.prom": "workers.measure.prom",
+    "workers.spool": "workers.storage.spool",
+}
+
+
+class _Unpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        return super().find_class(MOVED_MODULES.get(module, module), name)
+
+
+def spool_read(path: Path) -> SpooledRun:
+    with path.open("rb") as file:
+        record: SpooledRun = _Unpickler(file).load()
+    return record
+
+
 def _store(record: SpooledRun) -> bool:
     experiment = Experiment.objects.get(id=record.experiment_id)
     return execution.run_record_result(
@@ -75,7 +96,7 @@ def _store(record: SpooledRun) -> bool:
 def spool_store(path: Path, *, wait_s: float) -> bool:
     """Store a spooled run, retrying while the database cannot be reached (up to `wait_s`),
     then remove the file. True if the run took it; False if it no longer wanted it."""
-    record = pickle.loads(path.read_bytes())
+    record = spool_read(path)
     deadline, delay = time.monotonic() + wait_s, 0.5
     while True:
         try:

@@ -1,6 +1,6 @@
 """Write one run's measured requests and summary to PostgreSQL, in one transaction.
 
-Request rows go in with binary COPY, encoded by workers/request_copy.py. Writing the same
+Request rows go in with binary COPY, encoded by workers/storage/request_copy.py. Writing the same
 run again replaces its rows, so a run that is retried is never recorded twice.
 """
 
@@ -12,9 +12,9 @@ from django.db import connection, transaction
 from experiments.measurement import capacity, stats, stream_fidelity
 from experiments.measurement.packed import FLOAT64, UINT32, Packing, pack, unpack_many
 from experiments.models import EnvironmentSnapshot, Experiment, RequestRecord, RunSummary
-from workers.loadgen import LoadResult, RequestResult
-from workers.prom import SpecCounters
-from workers.request_copy import copy_buffer
+from workers.measure.loadgen import LoadResult, RequestResult
+from workers.measure.prom import SpecCounters
+from workers.storage.request_copy import copy_buffer
 
 REQUEST_COLUMNS = (
     "run_id",
