@@ -531,13 +531,19 @@ def postgres_restart_at_ingestion(stack: Stack, owner) -> Row:
 def delivered_twice(stack: Stack, owner) -> Row:
     from workers.tasks import experiment_execute
 
-    # Sent while the first run is under way, with both runs' load still ahead (24 prompts of
-    # 64 tokens each), so that the second delivery reaches the idle worker while the
-    # experiment is held even on a loaded host. The second worker starts only then: started
-    # before, it may take the first delivery itself (the broker hands a message to either idle
-    # worker), and its log would never say it found a holder.
+    # The second worker starts once the first holds the experiment (its lease is taken), and
+    # the task is sent again once the second worker is up: started before, it may take the
+    # first delivery itself (the broker hands a message to either idle worker), and its log
+    # would never say it found a holder. The holder still has its server start and both runs'
+    # load ahead (24 prompts of 64 tokens each), so the second delivery reaches the idle
+    # worker while the experiment is held even on a loaded host whose workers start slowly.
     experiment = submit(owner, num_prompts=24, max_tokens=64)
-    running_run(experiment)
+    wait_for(
+        lambda: type(experiment).objects.filter(id=experiment.id).exclude(lease_owner="").exists(),
+        timeout_s=120,
+        what="the first worker holding the experiment",
+        every_s=0.1,
+    )
     mark = LogMark(stack, "worker-cpu2")
     stack.worker_start("cpu2")
     try:
