@@ -6,7 +6,9 @@ import logging
 from django.db import transaction
 from django.utils import timezone
 
-from experiments.analysis.services import experiment_analyse
+from experiments.analysis import continuation, primary
+from experiments.analysis.services import experiment_analyse, load_runs
+from experiments.execution import blocks
 from experiments.execution.services import EXPERIMENT_TRANSITIONS, check_transition, experiment_record_environment
 from experiments.models import Experiment, IllegalTransition, Run
 from experiments.review import services as review
@@ -43,3 +45,22 @@ def _run_or_log(step, experiment: Experiment) -> None:
             step(experiment=experiment)
     except Exception:
         logger.exception("%s of experiment %s failed", step.__name__, experiment.id)
+
+
+@transaction.atomic
+def experiment_block_add(*, experiment: Experiment) -> bool:
+    """Once an experiment's queued runs are done: queue its next block when its design says
+    to (experiments/analysis/continuation.py). False when no block is added: it can finish.
+    The row is locked, so that a cancellation at the same moment wins or waits."""
+    status = Experiment.objects.select_for_update().values_list("status", flat=True).get(id=experiment.id)
+    if status not in Experiment.ACTIVE_STATUSES or experiment.runs.open().exists():
+        return False
+    decided = primary.primary_decisions(experiment, load_runs(experiment), final=False)
+    step = continuation.next_step(experiment, decided)
+    if step.block is None:
+        return False
+    queued = blocks.block_queue(experiment=experiment, block=step.block, arm_ids=set(step.arm_ids))
+    logger.info(
+        "experiment %s: block %s added for %d runs (a primary cell is open)", experiment.id, step.block, len(queued)
+    )
+    return True

@@ -469,6 +469,22 @@ def experiment_run_all(experiment_id: int, *, worker_host: str, worker_name: str
         dispatch.experiment_lease_release(experiment_id=experiment_id, owner=owner)
 
 
+def blocks_execute(experiment: Experiment, prompts: list[Prompt], *, worker_host: str, worker_name: str) -> None:
+    """Run the queued sessions; then, while the design adds a block (a primary cell is still
+    open, experiments/analysis/continuation.py), run the new block's sessions too. Asked also
+    when nothing was queued: a holder that died between two blocks left none."""
+    sessions = experiment_sessions(experiment)
+    with models_prefetch(experiment, sessions) as models:
+        execution = Execution(experiment, prompts, worker_host, worker_name, worker_binding(), models)
+        while True:
+            for session in sessions:
+                session_execute(execution, session)
+            stop_if_cancelled(experiment)
+            if not lifecycle.experiment_block_add(experiment=experiment):
+                return
+            sessions = experiment_sessions(experiment)
+
+
 def experiment_execute_held(experiment: Experiment, *, worker_host: str, worker_name: str) -> None:
     experiment_id = experiment.id
     try:
@@ -480,11 +496,7 @@ def experiment_execute_held(experiment: Experiment, *, worker_host: str, worker_
             queued = list(experiment.runs.filter(status=Run.Status.QUEUED))
             runs_fail(queued, refusal, worker_host=worker_host, worker_name=worker_name)
         elif prompts is not None:
-            sessions = experiment_sessions(experiment)
-            with models_prefetch(experiment, sessions) as models:
-                execution = Execution(experiment, prompts, worker_host, worker_name, worker_binding(), models)
-                for session in sessions:
-                    session_execute(execution, session)
+            blocks_execute(experiment, prompts, worker_host=worker_host, worker_name=worker_name)
         if not experiment.runs.open().exists():
             lifecycle.experiment_finish(experiment=experiment)
     except (RunCancelled, IllegalTransition) as stop:

@@ -11,8 +11,8 @@ from itertools import zip_longest
 
 from django.db import transaction
 
-from experiments.analysis import breakdowns
-from experiments.measurement import inference, prediction, stats, steps, stream_fidelity, verdicts
+from experiments.analysis import breakdowns, continuation, primary
+from experiments.measurement import inference, prediction, sequential, stats, steps, stream_fidelity, verdicts
 from experiments.measurement.token_ids import unpack_token_ids
 from experiments.models import (
     Arm,
@@ -87,9 +87,18 @@ def load_runs(experiment: Experiment) -> list[inference.RunData]:
 # ---------------------------------------------------------------- speedups and verdicts
 
 
-def _estimate_row(experiment: Experiment, cell: inference.CellResult) -> SpeedupEstimate:
+def _estimate_row(
+    experiment: Experiment, cell: inference.CellResult, decision: sequential.Decision | None
+) -> SpeedupEstimate:
+    """The stored cell; a primary one (`decision` given) with its adjusted interval and p-value."""
     estimate = cell.estimate
+    low, high = (decision.equivalence_interval or (None, None)) if decision else (None, None)
     return SpeedupEstimate(
+        primary=decision is not None,
+        confidence=decision.confidence if decision else stats.CONFIDENCE,
+        p_value=decision.p_value if decision else None,
+        equivalence_low=low,
+        equivalence_high=high,
         experiment=experiment,
         arm_id=cell.arm,
         concurrency=cell.level,
@@ -499,8 +508,14 @@ def experiment_analyse(*, experiment: Experiment) -> ExperimentAnalysis:
         metrics=[str(m) for m in (*REQUEST_COLUMNS, *RUN_COLUMNS)],
         fixed_arrival_rate=bool(experiment.request_rate),
     )
+    decided = primary.primary_decisions(experiment, runs, final=True)
+    step = continuation.next_step(experiment, primary.primary_decisions(experiment, runs, final=False))
+    cells = primary.with_decisions(cells, decided, experiment.primary_metric)
     SpeedupEstimate.objects.filter(experiment=experiment).delete()
-    SpeedupEstimate.objects.bulk_create(_estimate_row(experiment, cell) for cell in cells)
+    SpeedupEstimate.objects.bulk_create(
+        _estimate_row(experiment, cell, decided.for_cell(cell.arm, cell.level, cell.metric, experiment.primary_metric))
+        for cell in cells
+    )
     speculative = [arm for arm in compared if arm.is_speculative]
     fidelity = _fidelity(experiment, runs, baseline, compared)
     series = (
@@ -512,6 +527,7 @@ def experiment_analyse(*, experiment: Experiment) -> ExperimentAnalysis:
     labels = {arm.id: arm.label for arm in arms}
     stream = _stream_runs(experiment)
     series["stream_fidelity"] = stream
+    series["question"] = primary.question_summary(experiment, decided, step, labels)
     analysis, _ = ExperimentAnalysis.objects.update_or_create(
         experiment=experiment,
         defaults={

@@ -20,7 +20,7 @@ from experiments.models import Experiment
 ARMS_KEY = "arms"
 NON_FIELD = "non_field_errors"
 # Fields the form takes as comma-separated text and the spec as a JSON list.
-LIST_FIELDS = {"concurrency_levels", "synthetic_sweep"}
+LIST_FIELDS = {"concurrency_levels", "primary_levels", "synthetic_sweep"}
 
 
 @dataclass(frozen=True)

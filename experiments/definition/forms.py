@@ -28,6 +28,14 @@ MAX_SWEEP_LENGTHS = 6
 # spends most of its time ramping up and draining, below its nominal concurrency.
 PROMPTS_PER_SLOT = 4
 MAX_MARGIN_PERCENT = 50
+MAX_BLOCKS = 20
+# The metrics an experiment's question may rest on (SpeedupEstimate.Metric values).
+PRIMARY_METRIC_CHOICES = [
+    ("server_tpot", "Engine-timed TPOT (what speculation changes)"),
+    ("tpot", "TPOT at the client"),
+    ("e2e", "End-to-end latency"),
+    ("output_throughput", "Output throughput"),
+]
 
 DTYPE_CHOICES = [
     ("auto", "auto"),
@@ -332,13 +340,48 @@ class ExperimentForm(TeamForm):
     concurrency_levels = forms.CharField(
         initial="1, 4, 8", help_text=f"Comma-separated, 1 to {MAX_CONCURRENCY}, at most {MAX_CONCURRENCY_LEVELS}."
     )
+    primary_metric = forms.ChoiceField(
+        choices=PRIMARY_METRIC_CHOICES,
+        required=False,
+        initial=model_default("primary_metric"),
+        label="Primary metric",
+        help_text="The speedup the verdict rests on: its cells get words with the family-wise error held at 5 %. "
+        "The other metrics show estimates, their words unadjusted.",
+    )
+    primary_levels = forms.CharField(
+        required=False,
+        label="Levels that matter",
+        help_text="Comma-separated concurrency levels from those above whose cells are the question; "
+        "empty: every level.",
+    )
     repetitions = forms.IntegerField(
         min_value=1,
-        max_value=10,
+        max_value=MAX_BLOCKS,
         initial=model_default("repetitions"),
-        label="Repetitions (blocks)",
+        label="Blocks (at most)",
         help_text="In each block every arm runs once on a freshly started server, the arms in a random order. "
+        "With blocks added until settled, the most the experiment may run; else the number it runs. "
         "Fewer than 3 gives estimates without verdicts.",
+    )
+    sequential = model_checkbox(
+        "sequential",
+        "Add blocks until settled",
+        "Run 3 blocks, then one more at a time while a primary cell is unsettled and the maximum is not "
+        "reached; the tests allow for the repeated looks. Unticked: every block runs, one test at the end. "
+        "Needs a fresh server for every arm in every block.",
+    )
+    worthwhile_gain = forms.FloatField(
+        required=False,
+        initial=model_default("worthwhile_gain") * 100,
+        label="Smallest gain worth deploying (%)",
+        help_text="An arm shown to gain less than this at a level stops there as not worth it.",
+    )
+    max_device_minutes = forms.FloatField(
+        required=False,
+        min_value=1,
+        max_value=1_000_000,
+        label="Device-minutes (at most)",
+        help_text="Optional budget: no block is added once the runs so far and the next block would pass it.",
     )
     server_per_block = model_checkbox(
         "server_per_block",
@@ -453,6 +496,39 @@ class ExperimentForm(TeamForm):
             )
         return percent / 100
 
+    def clean_primary_metric(self) -> str:
+        """Left empty (or not posted by an older client): the engine-timed TPOT."""
+        return self.cleaned_data["primary_metric"] or model_default("primary_metric")
+
+    def clean_worthwhile_gain(self) -> float:
+        """Shown in percent, stored as a fraction (5 → 0.05); left empty, the model's default."""
+        percent = self.cleaned_data["worthwhile_gain"]
+        if percent is None:
+            return model_default("worthwhile_gain")
+        if not 0 < percent < MAX_MARGIN_PERCENT:
+            raise forms.ValidationError(
+                f"The gain must be greater than 0 and less than {MAX_MARGIN_PERCENT} (percent; got {percent:g})."
+            )
+        return percent / 100
+
+    def clean_primary_levels(self) -> list[int]:
+        text = self.cleaned_data["primary_levels"]
+        return parse_concurrency_levels(text) if text.strip() else []
+
+    def _check_question(self, cleaned):
+        """The levels that matter are among the measured ones; blocks are added one at a time
+        only where every block starts fresh servers (the arms interleave block by block)."""
+        levels, primary = cleaned.get("concurrency_levels"), cleaned.get("primary_levels")
+        if levels and primary and not set(primary) <= set(levels):
+            missing = ", ".join(str(level) for level in primary if level not in levels)
+            self.add_error("primary_levels", f"{missing} is not among the concurrency levels measured.")
+        if cleaned.get("sequential") and cleaned.get("server_per_block") is False:
+            self.add_error(
+                "sequential",
+                "Blocks can be added one at a time only with a fresh server for every arm in every block: with one "
+                "server per arm the arms do not interleave. Tick the fresh server, or untick this.",
+            )
+
     def clean_request_rate(self):
         return _positive(self.cleaned_data["request_rate"], "The request rate")
 
@@ -483,6 +559,7 @@ class ExperimentForm(TeamForm):
             _drop_errors(self, ["input_lengths"])
             cleaned["input_lengths"] = ""
         self._check_fits_model_len(cleaned)
+        self._check_question(cleaned)
         self._check_prompts_per_level(cleaned.get("concurrency_levels"), measured)
         self._check_arrival_span(cleaned.get("request_rate"), measured)
         self._check_time_limit(cleaned)

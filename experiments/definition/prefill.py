@@ -13,14 +13,16 @@ from experiments.models import Arm, Experiment
 from experiments.prompts import catalog
 
 # ExperimentForm fields whose form value is not the model's value.
-_SHOWN_APART = {"concurrency_levels", "equivalence_margin"}
+_SHOWN_APART = {"concurrency_levels", "primary_levels", "equivalence_margin", "worthwhile_gain"}
 
 
 def experiment_data(origin: Experiment) -> dict:
     """The origin's settings as ExperimentForm takes them, for `initial` or as posted data."""
     data = {name: getattr(origin, name) for name in ExperimentForm.base_fields if name not in _SHOWN_APART}
     data["concurrency_levels"] = ", ".join(map(str, sorted(origin.concurrency_levels)))
+    data["primary_levels"] = ", ".join(map(str, sorted(origin.primary_levels)))
     data["equivalence_margin"] = round(origin.equivalence_margin * 100, 6)
+    data["worthwhile_gain"] = round(origin.worthwhile_gain * 100, 6)
     return {name: "" if value is None else value for name, value in data.items()}
 
 

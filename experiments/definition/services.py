@@ -6,9 +6,8 @@ from dataclasses import dataclass, field
 from django.db import transaction
 
 from experiments import teams
-from experiments.execution import dispatch
-from experiments.measurement.schedule import schedule
-from experiments.models import Arm, Experiment, Run
+from experiments.execution import blocks, dispatch
+from experiments.models import Arm, Experiment
 
 
 @dataclass(frozen=True)
@@ -38,13 +37,6 @@ def arm_default_label(spec: ArmSpec) -> str:
     return f"{Arm.Method(spec.method).label} k={spec.num_speculative_tokens}"
 
 
-def arm_servers(arms: list[Arm]) -> list[tuple[Arm, float | None]]:
-    """What the block schedule shuffles: each arm's own server, then one server per length
-    of an arm's synthetic acceptance sweep (its speculative config is a server flag). Without
-    a sweep this is the arms themselves, so their schedule is what it always was."""
-    return [(arm, None) for arm in arms] + [(arm, length) for arm in arms for length in arm.synthetic_sweep]
-
-
 def calibration_specs(arms: list[ArmSpec]) -> list[ArmSpec]:
     """One calibration arm per distinct draft model of the draft-model arms: a draft's step
     time does not depend on how many tokens an arm asks it for, so arms that share a draft
@@ -72,7 +64,7 @@ def experiment_create(*, owner, arms: list[ArmSpec], team=None, **fields) -> Exp
     specs += list(arms)
     if experiment.draft_calibration:
         specs += calibration_specs(arms)
-    created = [
+    for position, spec in enumerate(specs):
         Arm.objects.create(
             experiment=experiment,
             position=position,
@@ -84,28 +76,7 @@ def experiment_create(*, owner, arms: list[ArmSpec], team=None, **fields) -> Exp
             synthetic_sweep=list(spec.synthetic_sweep),
             is_calibration=spec.is_calibration,
         )
-        for position, spec in enumerate(specs)
-    ]
-    servers = arm_servers(created)
-    slots = schedule(
-        n_arms=len(servers),
-        levels=experiment.concurrency_levels,
-        blocks=experiment.repetitions,
-        seed=experiment.seed,
-        server_per_block=experiment.server_per_block,
-    )
-    Run.objects.bulk_create(
-        Run(
-            experiment=experiment,
-            arm=servers[slot.arm_index][0],
-            synthetic_acceptance_length=servers[slot.arm_index][1],
-            concurrency=slot.level,
-            repetition=slot.block,
-            block_position=slot.block_position,
-            level_position=slot.level_position,
-        )
-        for slot in slots
-    )
+    blocks.first_blocks_queue(experiment=experiment)
     # Redis down at this moment leaves it queued for the periodic dispatcher, not lost.
     transaction.on_commit(lambda: dispatch.experiment_dispatch(experiment=experiment))
     return experiment

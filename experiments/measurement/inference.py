@@ -207,3 +207,20 @@ def fidelity_cells(
             )
             results.append(FidelityCell(arm, level, compared, identical, tuple(divergence), p))
     return results
+
+
+# ---------------------------------------------------------------- block ratios by block
+
+
+def block_ratios(runs: Sequence[RunData], metric: str, *, baseline: int, arm: int, level: int) -> dict[int, float]:
+    """{block: the arm's ratio over the baseline in that block} at one level for one metric,
+    over the blocks both ran in and that have a ratio (experiments/measurement/question.py
+    replays the looks of a sequential design over them in block order)."""
+    cells = _by_cell(runs)
+    base_runs, arm_runs = cells.get((baseline, level), {}), cells.get((arm, level), {})
+    ratios = {}
+    for block in sorted(base_runs.keys() & arm_runs.keys()):
+        ratio, _ = _block_ratio(metric, base_runs[block], arm_runs[block])
+        if ratio is not None:
+            ratios[block] = ratio
+    return ratios

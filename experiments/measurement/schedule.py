@@ -31,17 +31,32 @@ def _rng(seed: int, block: int) -> random.Random:
     return random.Random(f"specdash-schedule:{seed}:{block}")
 
 
+def block_order(*, n_arms: int, levels: list[int], block: int, seed: int) -> tuple[list[int], list[int]]:
+    """One block's arm indices in run order, and its levels in run order. Each block draws
+    from a generator of its own, so a block's order does not depend on how many follow."""
+    rng = _rng(seed, block)
+    arms = list(range(n_arms))
+    rng.shuffle(arms)
+    block_levels = list(levels)
+    rng.shuffle(block_levels)
+    return arms, block_levels
+
+
 def block_orders(*, n_arms: int, levels: list[int], blocks: int, seed: int) -> list[tuple[list[int], list[int]]]:
     """Per block (in block order): the arm indices in run order, and the levels in run order."""
-    orders = []
-    for block in range(1, blocks + 1):
-        rng = _rng(seed, block)
-        arms = list(range(n_arms))
-        rng.shuffle(arms)
-        block_levels = list(levels)
-        rng.shuffle(block_levels)
-        orders.append((arms, block_levels))
-    return orders
+    return [block_order(n_arms=n_arms, levels=levels, block=block, seed=seed) for block in range(1, blocks + 1)]
+
+
+def added_block(*, n_arms: int, levels: list[int], block: int, seed: int, arms: set[int]) -> list[Slot]:
+    """A block added to a sequential design for some of the arms (indices into the n_arms
+    of the schedule): they keep the order the block draws for all, closing up the gaps."""
+    order, block_levels = block_order(n_arms=n_arms, levels=levels, block=block, seed=seed)
+    taken = [arm for arm in order if arm in arms]
+    return [
+        Slot(arm, block, level, arm_place, level_place)
+        for arm_place, arm in enumerate(taken, start=1)
+        for level_place, level in enumerate(block_levels, start=1)
+    ]
 
 
 def schedule(*, n_arms: int, levels: list[int], blocks: int, seed: int, server_per_block: bool = True) -> list[Slot]:

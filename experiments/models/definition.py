@@ -14,6 +14,8 @@ from django.db import models
 from django.db.models import Q
 
 from experiments.measurement.limits import MAX_SPECULATIVE_TOKENS
+from experiments.measurement.question import Question
+from experiments.measurement.sequential import FIRST_LOOK, Design
 from experiments.teams import visible_q
 
 # The most GPUs one server may span: a node of eight.
@@ -111,7 +113,9 @@ class Experiment(models.Model):
 
     concurrency_levels = ArrayField(models.PositiveIntegerField())
     repetitions = models.PositiveSmallIntegerField(
-        default=3, help_text="Blocks: in each, every arm runs once, on its own server, in a random order."
+        default=8,
+        help_text="Blocks: in each, every arm runs once, on its own server, in a random order. With a sequential "
+        "design, the most blocks the experiment may run.",
     )
     server_per_block = models.BooleanField(
         default=True,
@@ -129,6 +133,30 @@ class Experiment(models.Model):
     equivalence_margin = models.FloatField(
         default=0.02, help_text="Smallest speedup worth acting on, as a fraction (0.02 = 2 %)."
     )
+    # The question (experiments/measurement/question.py): the metric and levels whose cells get
+    # the family-wise controlled words, and how the blocks are spent on them.
+    primary_metric = models.CharField(
+        max_length=32, default="server_tpot",
+        help_text="The speedup the verdict rests on; the other metrics show estimates with unadjusted words.",
+    )  # fmt: skip
+    primary_levels = ArrayField(
+        models.PositiveIntegerField(), default=list, blank=True,
+        help_text="The concurrency levels that matter; empty: every level.",
+    )  # fmt: skip
+    sequential = models.BooleanField(
+        default=True,
+        help_text="Add blocks one at a time from the third on, until every primary cell is settled or the "
+        "maximum (repetitions) is reached (experiments/measurement/sequential.py). Off: every block runs.",
+    )
+    worthwhile_gain = models.FloatField(
+        default=0.05,
+        help_text="Smallest gain worth deploying, as a fraction: an arm shown to gain less stops as not worth it.",
+    )
+    max_device_minutes = models.FloatField(
+        null=True, blank=True,
+        help_text="With a sequential design, no block is added once the runs so far and the next block's "
+        "expected time would pass this many device-minutes; empty: blocks only.",
+    )  # fmt: skip
     warmup_requests = models.PositiveSmallIntegerField(default=2)
     profile_intervals = models.BooleanField(
         default=False,
@@ -199,6 +227,9 @@ class Experiment(models.Model):
             models.CheckConstraint(
                 condition=Q(equivalence_margin__gt=0, equivalence_margin__lt=1), name="experiment_margin_fraction"
             ),
+            models.CheckConstraint(
+                condition=Q(worthwhile_gain__gt=0, worthwhile_gain__lt=1), name="experiment_worthwhile_gain_fraction"
+            ),
         ]
 
     def __str__(self):
@@ -225,6 +256,28 @@ class Experiment(models.Model):
     @property
     def is_greedy(self) -> bool:
         return self.temperature == 0.0
+
+    @property
+    def question_levels(self) -> list[int]:
+        """The concurrency levels whose cells are the question, in ascending order."""
+        return sorted(self.primary_levels or self.concurrency_levels)
+
+    @property
+    def question(self) -> Question:
+        """What the experiment asked and how its blocks are spent on it (experiments/measurement/question.py)."""
+        design = Design(
+            max_blocks=self.repetitions,
+            sequential=self.sequential,
+            margin=self.equivalence_margin,
+            worthwhile_gain=self.worthwhile_gain,
+        )
+        return Question(self.primary_metric, tuple(self.question_levels), design)
+
+    @property
+    def first_blocks(self) -> int:
+        """The blocks queued at submission: with blocks added until settled, those before the
+        first look; else every block."""
+        return min(FIRST_LOOK, self.repetitions) if self.sequential else self.repetitions
 
     def protocol_warnings(self) -> list[str]:
         """The benchmarking traps (README, "Metrics") that the settings alone walk into."""

@@ -96,7 +96,11 @@ BAD_INPUTS = {
     "builtin without prompt set": (form_data(prompt_set=""), "prompt_set"),
     "unknown prompt set": (form_data(prompt_set="nonsense"), "prompt_set"),
     "repetitions 0": (form_data(repetitions="0"), "repetitions"),
-    "repetitions 11": (form_data(repetitions="11"), "repetitions"),
+    "repetitions 21": (form_data(repetitions="21"), "repetitions"),
+    "primary level not measured": (form_data(concurrency_levels="1, 4", primary_levels="8"), "primary_levels"),
+    "primary metric unknown": (form_data(primary_metric="ttft_p99"), "primary_metric"),
+    "worthwhile gain 0": (form_data(worthwhile_gain="0"), "worthwhile_gain"),
+    "sequential, one server per arm": (form_data(sequential="on", server_per_block=None), "sequential"),
     "num_prompts 0": (form_data(num_prompts="0"), "num_prompts"),
     "num_prompts 10001": (form_data(num_prompts="10001"), "num_prompts"),
     "num_prompts below 4 × the highest level": (form_data(concurrency_levels="1, 8", num_prompts="31"), "num_prompts"),
@@ -242,7 +246,10 @@ def test_the_forms_defaults_are_the_models_and_pass_the_forms_own_rules():
     unbound = ExperimentForm(user=UserFactory(username="alice"))
     initial = {name: unbound.get_initial_for_field(field, name) for name, field in unbound.fields.items()}
 
-    assert initial["repetitions"] == Experiment._meta.get_field("repetitions").default == 3
+    assert initial["repetitions"] == Experiment._meta.get_field("repetitions").default == 8
+    assert initial["sequential"] is True
+    assert initial["primary_metric"] == "server_tpot"
+    assert initial["worthwhile_gain"] == pytest.approx(5.0)
     assert initial["server_per_block"] is True
     assert initial["aa_replicate"] is False
     assert initial["equivalence_margin"] == pytest.approx(2.0)

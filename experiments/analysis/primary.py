@@ -1,0 +1,107 @@
+"""The decisions on an experiment's primary cells (its question, experiments/measurement/question.py)
+from its recorded runs: what the page shows and what decides whether a block is added."""
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from experiments.analysis import continuation
+from experiments.measurement import inference, question, sequential, verdicts
+from experiments.models import Experiment, SpeedupEstimate
+
+
+def primary_decisions(
+    experiment: Experiment, runs: Sequence[inference.RunData], *, final: bool
+) -> question.QuestionDecisions:
+    """The primary cells' decisions from the runs recorded so far."""
+    arms = list(experiment.arms.compared_or_baseline().order_by("position"))
+    baseline = next(arm.id for arm in arms if arm.is_baseline)
+    replicate = next((arm.id for arm in arms if arm.is_replicate), None)
+    candidates = [arm.id for arm in arms if not arm.is_baseline and not arm.is_replicate]
+    asked = experiment.question
+    cells = inference.speedup_cells(
+        runs,
+        baseline=baseline,
+        arms=[*candidates, *([replicate] if replicate is not None else [])],
+        levels=list(asked.levels),
+        margin=experiment.equivalence_margin,
+        metrics=[asked.metric],
+        fixed_arrival_rate=bool(experiment.request_rate),
+    )
+    return question.question_decisions(
+        runs, cells, baseline=baseline, candidates=candidates, replicate=replicate, question=asked, final=final
+    )
+
+
+def with_decisions(
+    cells: Sequence[inference.CellResult], decided: question.QuestionDecisions, metric: str
+) -> list[inference.CellResult]:
+    """The cells, each primary one with the estimate and outcome of its decision: the page's
+    sentences, break-even and prediction then read what the question settled."""
+    by_key = decided.by_key()
+    return [
+        replace(cell, estimate=by_key[(cell.arm, cell.level)].estimate, outcome=by_key[(cell.arm, cell.level)].outcome)
+        if cell.metric == metric and (cell.arm, cell.level) in by_key
+        else cell
+        for cell in cells
+    ]
+
+
+def _why(decision: sequential.Decision, design: sequential.Design, stop: str) -> str:
+    """Why a primary cell stopped where it did, as the page says it."""
+    d = decision
+    lo, hi = d.equivalence_interval or (None, None)
+    if d.outcome in (sequential.FASTER, sequential.SLOWER):
+        return (
+            f"called {d.outcome} after {d.blocks} blocks: p = {d.p_value:.2g}, within the {1 - d.confidence:.2g} "
+            "that the primary cells' family-wise 5 % allows at this look"
+        )
+    if d.outcome == sequential.EQUIVALENT:
+        return (
+            f"settled after {d.blocks} blocks: its equivalence interval [{lo:.3f}, {hi:.3f}] lies inside "
+            f"1 ± {design.margin:.0%}"
+        )
+    if d.outcome == sequential.NOT_WORTH_IT:
+        return (
+            f"stopped after {d.blocks} blocks: its equivalence interval reaches at most {hi:.3f}, below "
+            f"1 + {design.worthwhile_gain:.0%}, the smallest gain worth deploying"
+        )
+    if d.outcome == sequential.INCONCLUSIVE:
+        return f"still open after {d.blocks} blocks when the experiment stopped: {stop}"
+    if d.outcome == sequential.OPEN:
+        return f"open after {d.blocks} blocks: more blocks are due"
+    return verdicts.NO_CALL_REASON.get(d.outcome, d.outcome)
+
+
+def _cell_json(decision: sequential.Decision, design: sequential.Design, stop: str, labels: dict[int, str]) -> dict:
+    arm, level = decision.key
+    estimate = decision.estimate
+    return {
+        "arm_id": arm, "arm": labels.get(arm, ""), "level": level, "outcome": decision.outcome,
+        "figure": verdicts.figure(estimate), "confidence": decision.confidence, "blocks": decision.blocks,
+        "p_value": decision.p_value, "why": _why(decision, design, stop),
+    }  # fmt: skip
+
+
+def question_summary(
+    experiment: Experiment, decided: question.QuestionDecisions, step: continuation.Step, labels: dict[int, str]
+) -> dict:
+    """What the page says of the question: the metric and levels asked, how many blocks and
+    device-minutes it took, why it stopped, and per primary cell its word and why."""
+    asked = experiment.question
+    stop = step.stop_sentence(experiment)
+    return {
+        "metric": asked.metric,
+        "metric_label": SpeedupEstimate.Metric(asked.metric).label,
+        "levels": list(asked.levels),
+        "sequential": asked.design.sequential,
+        "max_blocks": asked.design.max_blocks,
+        "looks": list(asked.design.looks),
+        "blocks_run": step.blocks_run,
+        "device_minutes": step.device_minutes,
+        "budget": experiment.max_device_minutes,
+        "stop": step.stop,
+        "stop_sentence": stop,
+        "cells": [_cell_json(d, asked.design, stop, labels) for d in decided.candidates],
+        "replicate_cells": [_cell_json(d, asked.design, stop, labels) for d in decided.replicate],
+        "open": [f"{labels.get(d.key[0], '')} at {d.key[1]}" for d in decided.candidates if not d.settled],
+    }

@@ -1,0 +1,87 @@
+"""An experiment's question: its primary cells, taken from the recorded runs, and the
+decision on each (experiments/measurement/sequential.py).
+
+The page (experiments/analysis/services.py), the worker deciding whether to add a block
+(experiments/analysis/continuation.py) and the simulation (scripts/check_verdicts.py) all
+call `question_decisions` on inference.RunData, so they decide alike. Django-free.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from experiments.measurement import inference, sequential, verdicts
+
+
+@dataclass(frozen=True)
+class Question:
+    """What the experiment asked at submission: the metric its verdict rests on and the
+    concurrency levels that matter, with the design that tests them."""
+
+    metric: str
+    levels: tuple[int, ...]
+    design: sequential.Design
+
+
+@dataclass(frozen=True)
+class QuestionDecisions:
+    """The decisions on the candidates' primary cells (one family) and on the A/A
+    replicate's (a family of its own: a check of the host, not a candidate)."""
+
+    candidates: list[sequential.Decision]
+    replicate: list[sequential.Decision]
+
+    @property
+    def open(self) -> bool:
+        return sequential.needs_another_block(self.candidates)
+
+    def by_key(self) -> dict:
+        """{(arm, level): decision} over both families."""
+        return {decision.key: decision for decision in (*self.candidates, *self.replicate)}
+
+    def for_cell(self, arm: int, level: int, metric: str, primary_metric: str) -> sequential.Decision | None:
+        """The decision on a cell when it is a primary one, else None."""
+        return self.by_key().get((arm, level)) if metric == primary_metric else None
+
+    def open_arms(self) -> list[int]:
+        """The arms with a primary cell still open, in arm order of first appearance."""
+        return list(dict.fromkeys(d.key[0] for d in self.candidates if d.open))
+
+
+def _blocked(cell: inference.CellResult) -> str | None:
+    """The cell's no-call reason from the per-cell rules (failures, stream, applicability,
+    data), or None when more blocks could settle it."""
+    if cell.outcome in verdicts.CALLS or cell.outcome == verdicts.TOO_FEW_BLOCKS:
+        return None
+    return cell.outcome
+
+
+def primary_cells(
+    runs: Sequence[inference.RunData], cells: Sequence[inference.CellResult], *, baseline: int, arms: Sequence[int],
+    question: Question,
+) -> list[sequential.PrimaryCell]:  # fmt: skip
+    """The arms' cells on the question's metric at its levels, with their block ratios by
+    block number (the looks replay blocks in order)."""
+    by_key = {(c.arm, c.level): c for c in cells if c.metric == question.metric}
+    result = []
+    for arm in arms:
+        for level in question.levels:
+            ratios = inference.block_ratios(runs, question.metric, baseline=baseline, arm=arm, level=level)
+            cell = by_key.get((arm, level))
+            blocked = _blocked(cell) if cell is not None else verdicts.NO_DATA
+            result.append(sequential.PrimaryCell((arm, level), ratios, blocked))
+    return result
+
+
+def question_decisions(
+    runs: Sequence[inference.RunData], cells: Sequence[inference.CellResult], *, baseline: int,
+    candidates: Sequence[int], replicate: int | None, question: Question, final: bool,
+) -> QuestionDecisions:  # fmt: skip
+    """Decide the primary cells after the blocks run so far (the highest block number of
+    any run). `cells` are inference.speedup_cells' results over the same runs."""
+    blocks_run = max((run.block for run in runs), default=0)
+
+    def family(arms: Sequence[int]) -> list[sequential.Decision]:
+        primary = primary_cells(runs, cells, baseline=baseline, arms=arms, question=question)
+        return sequential.decide(primary, question.design, blocks_run=blocks_run, final=final)
+
+    return QuestionDecisions(family(candidates), family([replicate]) if replicate is not None else [])

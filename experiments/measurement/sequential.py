@@ -1,0 +1,273 @@
+"""Decisions on an experiment's primary cells: family-wise error control across them, and
+blocks added until each is settled (docs/verdicts.md, "Decisive verdicts").
+
+An experiment declares its question at submission: a primary metric and the concurrency
+levels that matter. Its primary cells are every compared arm at every primary level on
+that metric (the A/A replicate is a family of its own: a check on the host, not a
+candidate). Those cells are tested together:
+
+- Family-wise control by Holm's step-down over the cells: with h cells not yet called
+  faster or slower, a cell is called when its p-value is within the level for alpha / h.
+  Holm holds the family-wise error at alpha whatever the correlation between the cells
+  (the arms share the baseline's runs, the levels share a server per block), which a
+  Dunnett-style critical value would have to model; scripts/check_verdicts.py measures
+  what that costs.
+- Group-sequential looks: with a sequential design the cells are tested after each block
+  from FIRST_LOOK on, up to the experiment's maximum. Every look uses the same nominal
+  p-level (Pocock's boundary), chosen by simulating the looks' t statistics under no
+  effect so that the chance of any false call over all looks is the family's share of
+  alpha (`nominal_level`). A fixed design has one look, at its last block.
+- Settled otherwise: a cell is *equivalent* when its interval at the equivalence level
+  (TOST at 5 % a side, adjusted for the looks the same way) lies inside 1 ± the margin,
+  and *not worth it* (futility) when that interval's upper end lies below 1 + the
+  smallest gain worth deploying. A cell stays open until it is settled; an open cell
+  keeps the experiment adding blocks until the maximum, where it ends inconclusive.
+
+A cell's word is fixed at the look that settled it: later blocks (run because another
+cell was open) do not change it. Replaying the looks over the stored blocks gives the
+same decisions, so nothing of the sequence needs storing. Plain Python and numpy, no Django.
+"""
+
+import functools
+import math
+import statistics
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as scipy_stats
+
+from experiments.measurement.stats import RatioEstimate, block_interval
+from experiments.measurement.verdicts import TOO_FEW_BLOCKS
+
+ALPHA = 0.05  # family-wise, over the primary cells, two-sided
+EQUIVALENCE_ALPHA = 0.05  # per side, TOST
+FIRST_LOOK = 3  # no look with fewer blocks: two blocks give one degree of freedom
+SIMULATED_PATHS = 200_000
+SIMULATION_SEED = 20261202
+
+FASTER = "faster"
+SLOWER = "slower"
+EQUIVALENT = "equivalent"
+NOT_WORTH_IT = "not worth it"
+INCONCLUSIVE = "inconclusive"
+OPEN = "open"
+SETTLED = (FASTER, SLOWER, EQUIVALENT, NOT_WORTH_IT)
+
+
+@dataclass(frozen=True)
+class Design:
+    """How an experiment's primary cells are tested.
+
+    `max_blocks` is the most blocks the experiment may run; `sequential` looks after every
+    block from FIRST_LOOK on (else once, after the last); `margin` is the equivalence
+    margin and `worthwhile_gain` the smallest gain worth deploying, both fractions.
+    """
+
+    max_blocks: int
+    sequential: bool
+    margin: float
+    worthwhile_gain: float
+    alpha: float = ALPHA
+
+    @property
+    def looks(self) -> tuple[int, ...]:
+        """The block counts after which the cells are tested."""
+        if not self.sequential or self.max_blocks <= FIRST_LOOK:
+            return (self.max_blocks,)
+        return tuple(range(FIRST_LOOK, self.max_blocks + 1))
+
+
+@dataclass(frozen=True)
+class PrimaryCell:
+    """One primary cell's block ratios by block number, or why it cannot be called
+    (a no-call reason of experiments/measurement/verdicts.py: no data, failures differ,
+    stream distorted, not applicable)."""
+
+    key: Hashable
+    ratios: Mapping[int, float]
+    blocked: str | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Where a primary cell stands.
+
+    `outcome` is one of SETTLED, OPEN (more blocks may settle it), INCONCLUSIVE (the
+    design's last look left it open) or the cell's no-call reason. `estimate` is the
+    estimate at the deciding look, its interval at `confidence` (the adjusted level the
+    call was tested at); `blocks` the blocks it rests on; `p_value` the two-sided t-test
+    p-value of no effect at that look.
+    """
+
+    key: Hashable
+    outcome: str
+    estimate: RatioEstimate
+    confidence: float
+    blocks: int
+    p_value: float | None
+    equivalence_interval: tuple[float, float] | None = None
+
+    @property
+    def settled(self) -> bool:
+        return self.outcome in SETTLED
+
+    @property
+    def open(self) -> bool:
+        return self.outcome == OPEN
+
+
+# ---------------------------------------------------------------- the boundary
+
+
+@functools.cache
+def _null_min_p(looks: tuple[int, ...]) -> np.ndarray:
+    """Under no effect and normal block log ratios: per simulated experiment, the smallest
+    two-sided t-test p-value over the looks, sorted. The same paths serve every alpha."""
+    rng = np.random.default_rng(SIMULATION_SEED)
+    draws = rng.standard_normal((SIMULATED_PATHS, max(looks)))
+    smallest = np.ones(SIMULATED_PATHS)
+    for n in looks:
+        sample = draws[:, :n]
+        t = sample.mean(axis=1) / (sample.std(axis=1, ddof=1) / math.sqrt(n))
+        smallest = np.minimum(smallest, 2 * scipy_stats.t.sf(np.abs(t), n - 1))
+    return np.sort(smallest)
+
+
+def nominal_level(alpha: float, looks: tuple[int, ...]) -> float:
+    """The p-level every look uses so that, under no effect, the chance of a call at any
+    look is alpha (Pocock's constant boundary, calibrated by simulating the t statistics).
+    One look: alpha itself."""
+    if len(looks) == 1:
+        return alpha
+    return float(np.quantile(_null_min_p(looks), alpha))
+
+
+# ---------------------------------------------------------------- one cell at one look
+
+
+@dataclass(frozen=True)
+class _Look:
+    estimate: RatioEstimate
+    p_value: float | None
+
+
+def _look(ratios: Mapping[int, float], blocks: int) -> _Look:
+    """The cell's estimate from its blocks up to `blocks`, with its t-test p-value."""
+    values = [ratio for block, ratio in sorted(ratios.items()) if block <= blocks]
+    estimate = block_interval(values)
+    if estimate.log_sd is None:
+        return _Look(estimate, None)
+    logs = [math.log(value) for value in values]
+    mean = statistics.fmean(logs)
+    if estimate.log_sd == 0:
+        return _Look(estimate, 1.0 if mean == 0 else 0.0)
+    t = mean / (estimate.log_sd / math.sqrt(len(logs)))
+    return _Look(estimate, float(2 * scipy_stats.t.sf(abs(t), len(logs) - 1)))
+
+
+def _equivalence_interval(look: _Look, design: Design) -> tuple[float, float] | None:
+    """The interval of the TOST at EQUIVALENCE_ALPHA a side, adjusted for the looks."""
+    if look.estimate.n_blocks < 2:
+        return None
+    level = nominal_level(2 * EQUIVALENCE_ALPHA, design.looks)
+    interval = block_interval(look.estimate.block_ratios, confidence=1 - level)
+    return interval.interval.lo, interval.interval.hi
+
+
+def _settled_otherwise(interval: tuple[float, float] | None, design: Design) -> str | None:
+    if interval is None:
+        return None
+    lo, hi = interval
+    if 1 - design.margin <= lo and hi <= 1 + design.margin:
+        return EQUIVALENT
+    if hi < 1 + design.worthwhile_gain:
+        return NOT_WORTH_IT
+    return None
+
+
+# ---------------------------------------------------------------- the family over the looks
+
+
+def _decision(key: Hashable, look: _Look, outcome: str, confidence: float, design: Design) -> Decision:
+    estimate = look.estimate
+    if estimate.n_blocks >= 2:
+        estimate = block_interval(estimate.block_ratios, confidence=confidence)
+    interval = _equivalence_interval(look, design)
+    return Decision(key, outcome, estimate, confidence, look.estimate.n_blocks, look.p_value, interval)
+
+
+def _holm_calls(looks: dict[Hashable, _Look], open_keys: list[Hashable], family: int, design: Design) -> dict:
+    """Holm's step-down at one look: {key: (direction, level it passed)} for the cells
+    called faster or slower. `family` counts the cells not called before this look."""
+    called: dict[Hashable, tuple[str, float]] = {}
+    ranked = sorted((k for k in open_keys if looks[k].p_value is not None), key=lambda k: looks[k].p_value)
+    for key in ranked:
+        level = nominal_level(design.alpha / (family - len(called)), design.looks)
+        p_value = looks[key].p_value
+        if p_value is None or p_value > level:
+            break
+        point = looks[key].estimate.point or 1.0
+        called[key] = (FASTER if point > 1 else SLOWER, level)
+    return called
+
+
+def _looks_taken(design: Design, blocks_run: int, final: bool) -> list[int]:
+    """The looks reached after `blocks_run` blocks. A fixed design that stopped short of
+    its blocks (runs failed, or it was cancelled) takes its one look at what it has."""
+    taken = [n for n in design.looks if n <= blocks_run]
+    if final and not taken and blocks_run >= FIRST_LOOK:
+        return [blocks_run]
+    return taken
+
+
+def decide(cells: Sequence[PrimaryCell], design: Design, *, blocks_run: int, final: bool) -> list[Decision]:
+    """The decision on every primary cell after `blocks_run` blocks, replaying the looks.
+
+    `final`: no more blocks will run (the experiment stopped), so a cell still open is
+    inconclusive, or has too few blocks when no look was reached.
+    """
+    decided: dict[Hashable, Decision] = {}
+    for cell in cells:
+        if cell.blocked is not None:
+            decided[cell.key] = _decision(cell.key, _look(cell.ratios, blocks_run), cell.blocked, 0.95, design)
+    family = sum(1 for cell in cells if cell.blocked is None)
+    called = 0
+    taken = _looks_taken(design, blocks_run, final)
+    for look_at in taken:
+        looks = {cell.key: _look(cell.ratios, look_at) for cell in cells if cell.key not in decided}
+        calls = _holm_calls(looks, list(looks), family - called, design)
+        called += len(calls)
+        for key, look in looks.items():
+            if key in calls:
+                direction, level = calls[key]
+                decided[key] = _decision(key, look, direction, 1 - level, design)
+                continue
+            otherwise = _settled_otherwise(_equivalence_interval(look, design), design)
+            if otherwise is not None:
+                decided[key] = _decision(key, look, otherwise, _family_confidence(design, family - called), design)
+    still = _unsettled_outcome(design, blocks_run, final=final, looked=bool(taken))
+    confidence = _family_confidence(design, family - called)
+    for cell in cells:
+        if cell.key not in decided:
+            decided[cell.key] = _decision(cell.key, _look(cell.ratios, blocks_run), still, confidence, design)
+    return [decided[cell.key] for cell in cells]
+
+
+def _unsettled_outcome(design: Design, blocks_run: int, *, final: bool, looked: bool) -> str:
+    """What a cell no look settled is: open while blocks may follow, else inconclusive
+    (or too few blocks, when the experiment ended before its first look)."""
+    if not final and blocks_run < design.max_blocks:
+        return OPEN
+    return INCONCLUSIVE if looked else TOO_FEW_BLOCKS
+
+
+def _family_confidence(design: Design, unrejected: int) -> float:
+    """The confidence of the interval shown for a cell not called faster or slower: the
+    level the next call among the `unrejected` cells would have to pass."""
+    return 1 - nominal_level(design.alpha / max(1, unrejected), design.looks)
+
+
+def needs_another_block(decisions: Sequence[Decision]) -> bool:
+    """Whether any primary cell is still open."""
+    return any(decision.open for decision in decisions)

@@ -1,0 +1,209 @@
+"""The primary cells' decisions (experiments/measurement/sequential.py) on hand-computed cases.
+
+With 3 blocks (2 degrees of freedom) Student's t has a closed form: the two-sided p-value of
+t is 1 - t / sqrt(t² + 2), and its 95 % quantile (one side of the 90 % interval) is 2.920.
+Block log ratios of the form [m - d, m, m + d] have mean m and standard deviation d, so
+t = m / (d / sqrt(3)).
+"""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as scipy_stats
+
+from experiments.measurement import sequential
+from experiments.measurement.sequential import Design, PrimaryCell, _holm_calls, _Look, decide, nominal_level
+from experiments.measurement.stats import RatioEstimate
+
+FIXED_3 = Design(max_blocks=3, sequential=False, margin=0.02, worthwhile_gain=0.05)
+
+
+def blocks(*logs: float) -> dict[int, float]:
+    """{block: ratio} from block log ratios, blocks numbered from 1."""
+    return {block: math.exp(value) for block, value in enumerate(logs, start=1)}
+
+
+def p_two_df(m: float, d: float) -> float:
+    t = abs(m) / (d / math.sqrt(3))
+    return 1 - t / math.sqrt(t * t + 2)
+
+
+def outcomes(decisions) -> dict:
+    return {decision.key: decision.outcome for decision in decisions}
+
+
+# ---------------------------------------------------------------- the boundary
+
+
+def test_one_look_is_tested_at_alpha_itself():
+    assert nominal_level(0.05, (3,)) == 0.05
+    assert Design(max_blocks=8, sequential=False, margin=0.02, worthwhile_gain=0.05).looks == (8,)
+
+
+def test_a_sequential_design_looks_after_every_block_from_the_third():
+    assert Design(max_blocks=6, sequential=True, margin=0.02, worthwhile_gain=0.05).looks == (3, 4, 5, 6)
+    assert Design(max_blocks=3, sequential=True, margin=0.02, worthwhile_gain=0.05).looks == (3,)
+    assert Design(max_blocks=2, sequential=True, margin=0.02, worthwhile_gain=0.05).looks == (2,)
+
+
+def test_the_pocock_level_lies_between_bonferroni_over_the_looks_and_no_adjustment():
+    # Looks after 3..10 blocks are strongly correlated, so the level is far above 0.05 / 8.
+    level = nominal_level(0.05, tuple(range(3, 11)))
+    assert 0.05 / 8 < level < 0.05
+    # Pocock's constant for 8 looks of a normal statistic is 0.0117 (Jennison & Turnbull,
+    # table 2.1); the t statistics' few degrees of freedom at the first looks make it a little larger.
+    assert level == pytest.approx(0.0122, abs=0.0008)
+
+
+def test_the_level_holds_the_chance_of_any_false_call_at_alpha_on_fresh_paths():
+    # Fresh simulated experiments (another seed than the calibration's): at no effect, a call
+    # at any of the looks 3..8 happens in 5 % of them.
+    looks = tuple(range(3, 9))
+    level = nominal_level(0.05, looks)
+    draws = np.random.default_rng(7).standard_normal((40_000, max(looks)))
+    called = np.zeros(len(draws), dtype=bool)
+    for n in looks:
+        t = draws[:, :n].mean(axis=1) / (draws[:, :n].std(axis=1, ddof=1) / math.sqrt(n))
+        called |= 2 * scipy_stats.t.sf(np.abs(t), n - 1) <= level
+    assert called.mean() == pytest.approx(0.05, abs=0.004)
+    naive = np.zeros(len(draws), dtype=bool)
+    for n in looks:
+        t = draws[:, :n].mean(axis=1) / (draws[:, :n].std(axis=1, ddof=1) / math.sqrt(n))
+        naive |= 2 * scipy_stats.t.sf(np.abs(t), n - 1) <= 0.05
+    assert naive.mean() > 0.12  # looking after every block at 5 % calls far more often
+
+
+# ---------------------------------------------------------------- Holm's step-down
+
+
+def _looks(*p_values: float) -> dict:
+    return {index: _Look(RatioEstimate(1.1, None, None), p) for index, p in enumerate(p_values)}
+
+
+def test_holm_calls_down_the_ranked_p_values_while_each_is_within_alpha_over_those_left():
+    # 0.001 <= 0.05/3, 0.02 <= 0.05/2, 0.04 <= 0.05: all three (Bonferroni would call one).
+    assert set(_holm_calls(_looks(0.04, 0.001, 0.02), [0, 1, 2], 3, FIXED_3)) == {0, 1, 2}
+    # 0.001 <= 0.05/3, then 0.03 > 0.05/2 stops the step-down: 0.04 is not tested.
+    assert set(_holm_calls(_looks(0.04, 0.001, 0.03), [0, 1, 2], 3, FIXED_3)) == {1}
+    # Nothing within 0.05/3: nothing called, even at 0.02 and 0.03.
+    assert _holm_calls(_looks(0.02, 0.03, 0.04), [0, 1, 2], 3, FIXED_3) == {}
+
+
+# ---------------------------------------------------------------- one look, hand-computed
+
+
+def test_a_fixed_design_calls_faster_with_the_closed_form_p_value_and_shows_the_adjusted_interval():
+    faster = PrimaryCell("a", blocks(0.10, 0.12, 0.14))  # t = 10.39, p = 0.0091
+    null = PrimaryCell("b", blocks(-0.05, 0.0, 0.05))  # p = 1
+    decisions = decide([faster, null], FIXED_3, blocks_run=3, final=True)
+
+    assert decisions[0].p_value == pytest.approx(p_two_df(0.12, 0.02), rel=1e-6)
+    assert p_two_df(0.12, 0.02) == pytest.approx(0.00913, abs=1e-5)
+    assert outcomes(decisions) == {"a": "faster", "b": "inconclusive"}
+    # Called at 0.05 / 2 (two cells): the interval shown is the 97.5 % one, which excludes 1.
+    assert decisions[0].confidence == pytest.approx(0.975)
+    half = scipy_stats.t.ppf(1 - 0.025 / 2, 2) * 0.02 / math.sqrt(3)
+    assert decisions[0].estimate.lo == pytest.approx(math.exp(0.12 - half))
+    assert decisions[0].estimate.hi == pytest.approx(math.exp(0.12 + half))
+    assert decisions[0].blocks == 3
+
+
+def test_a_cell_within_alpha_alone_is_not_called_when_the_family_is_larger():
+    # p = 0.0351 (t = 5.196): within 0.05 alone, not within 0.05 / 2 beside a null cell.
+    cell = PrimaryCell("a", blocks(0.02, 0.03, 0.04))
+    null = PrimaryCell("b", blocks(-0.05, 0.0, 0.05))
+    assert p_two_df(0.03, 0.01) == pytest.approx(0.0351, abs=1e-4)
+    assert outcomes(decide([cell], FIXED_3, blocks_run=3, final=True)) == {"a": "faster"}
+    assert outcomes(decide([cell, null], FIXED_3, blocks_run=3, final=True))["a"] != "faster"
+
+
+def test_equivalent_when_the_tost_interval_lies_inside_the_margin():
+    # 90 % interval: ±2.920 × 0.001 / √3 = ±0.0017 on the log scale, inside ±2 %.
+    tight = PrimaryCell("a", blocks(-0.001, 0.0, 0.001))
+    decision = decide([tight], FIXED_3, blocks_run=3, final=True)[0]
+    assert decision.outcome == "equivalent"
+    lo, hi = decision.equivalence_interval
+    half = 2.920 * 0.001 / math.sqrt(3)
+    assert lo == pytest.approx(math.exp(-half), abs=2e-5)
+    assert hi == pytest.approx(math.exp(half), abs=2e-5)
+
+
+def test_not_worth_it_when_the_upper_end_lies_below_the_smallest_worthwhile_gain():
+    # mean -0.02, sd 0.02: 90 % interval exp(-0.02 ± 0.0337) = [0.948, 1.014]: not inside ±2 %,
+    # but below 1.05; and p = 0.225, so not slower either.
+    cell = PrimaryCell("a", blocks(-0.04, -0.02, 0.0))
+    decision = decide([cell], FIXED_3, blocks_run=3, final=True)[0]
+    assert decision.outcome == "not worth it"
+    assert decision.equivalence_interval[1] == pytest.approx(math.exp(-0.02 + 2.920 * 0.02 / math.sqrt(3)), abs=1e-4)
+    wider = PrimaryCell("b", blocks(-0.03, 0.0, 0.03))  # [0.951, 1.052]: reaches past 1.05
+    assert decide([wider], FIXED_3, blocks_run=3, final=True)[0].outcome == "inconclusive"
+
+
+def test_a_blocked_cell_keeps_its_reason_and_leaves_the_family():
+    faster = PrimaryCell("a", blocks(0.02, 0.03, 0.04))  # p = 0.0351
+    blocked = PrimaryCell("b", blocks(0.5, 0.5, 0.5), blocked="stream distorted")
+    decisions = decide([faster, blocked], FIXED_3, blocks_run=3, final=True)
+    # The blocked cell is no hypothesis: the other is tested at the whole alpha.
+    assert outcomes(decisions) == {"a": "faster", "b": "stream distorted"}
+
+
+# ---------------------------------------------------------------- looks over the blocks
+
+
+SEQ_5 = Design(max_blocks=5, sequential=True, margin=0.02, worthwhile_gain=0.05)
+
+
+def test_open_while_blocks_may_follow_then_inconclusive_at_the_maximum():
+    cell = PrimaryCell("a", blocks(-0.05, 0.0, 0.05, 0.04, -0.04))
+    assert decide([cell], SEQ_5, blocks_run=3, final=False)[0].outcome == "open"
+    assert decide([cell], SEQ_5, blocks_run=4, final=False)[0].outcome == "open"
+    assert decide([cell], SEQ_5, blocks_run=5, final=False)[0].outcome == "inconclusive"
+    # Stopped early (cancelled, or the budget): what is open ends inconclusive.
+    assert decide([cell], SEQ_5, blocks_run=4, final=True)[0].outcome == "inconclusive"
+    assert decide([cell], SEQ_5, blocks_run=2, final=True)[0].outcome == "too few blocks"
+
+
+def test_a_cell_called_at_a_look_keeps_its_word_and_the_blocks_it_rests_on():
+    level = nominal_level(0.05, SEQ_5.looks)
+    # Three tight blocks well above 1, then two that would pull the mean back to 1.
+    cell = PrimaryCell("a", blocks(0.20, 0.21, 0.22, -0.6, -0.6))
+    assert p_two_df(0.21, 0.01) < level
+    decision = decide([cell], SEQ_5, blocks_run=5, final=True)[0]
+    assert (decision.outcome, decision.blocks) == ("faster", 3)
+    assert decision.estimate.n_blocks == 3
+
+
+def test_a_call_frees_its_share_of_alpha_for_the_cells_left_at_later_looks():
+    level_2 = nominal_level(0.05 / 2, SEQ_5.looks)
+    level_1 = nominal_level(0.05, SEQ_5.looks)
+    strong = PrimaryCell("a", blocks(0.20, 0.21, 0.22))
+    # A cell whose p-value after 4 blocks lies between the two levels: called only because
+    # the first cell's call at the first look left it alone in the family.
+    logs = [0.02, 0.055, 0.035, 0.05]
+    t = np.mean(logs) / (np.std(logs, ddof=1) / 2)
+    p4 = 2 * scipy_stats.t.sf(t, 3)
+    assert level_2 < p4 <= level_1
+    weaker = PrimaryCell("b", blocks(*logs))
+    decisions = decide([strong, weaker], SEQ_5, blocks_run=4, final=False)
+    assert outcomes(decisions) == {"a": "faster", "b": "faster"}
+    assert decisions[1].blocks == 4
+    assert decisions[1].confidence == pytest.approx(1 - level_1)
+    # Beside a cell that is not called, the same cell stays open: it is tested at alpha / 2.
+    null = PrimaryCell("a", blocks(-0.05, 0.0, 0.05, 0.0))
+    assert outcomes(decide([null, weaker], SEQ_5, blocks_run=4, final=False))["b"] == "open"
+
+
+def test_the_repeated_looks_make_each_look_stricter_than_a_single_one():
+    # p = 0.0351 is called by a fixed 3-block design but not at the first of three looks.
+    cell = PrimaryCell("a", blocks(0.02, 0.03, 0.04))
+    assert decide([cell], FIXED_3, blocks_run=3, final=True)[0].outcome == "faster"
+    assert decide([cell], SEQ_5, blocks_run=3, final=False)[0].outcome == "open"
+    assert nominal_level(0.05, SEQ_5.looks) < p_two_df(0.03, 0.01)
+
+
+def test_more_blocks_are_needed_while_a_cell_is_open():
+    settled = PrimaryCell("a", blocks(0.20, 0.21, 0.22))
+    still = PrimaryCell("b", blocks(-0.05, 0.0, 0.05))
+    assert sequential.needs_another_block(decide([settled, still], SEQ_5, blocks_run=3, final=False))
+    assert not sequential.needs_another_block(decide([settled], SEQ_5, blocks_run=3, final=False))
