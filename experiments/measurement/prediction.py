@@ -5,8 +5,10 @@ target steps (c). Both are measured here apart from the speedup it is compared w
 the arm's own acceptance by position at the level, c from a calibration arm that served the
 draft model alone, with plain decoding, at the same level and workload:
 c = the draft's step time / the baseline's step time (experiments/measurement/steps.py), per block, the
-geometric mean over blocks. Where c was not measured there is no prediction: a c fitted to
-the measured speedup would make the prediction equal the measurement by construction.
+geometric mean over blocks, with its t-interval over them. Where c was not measured there is
+no prediction: a c fitted to the measured speedup would make the prediction equal the
+measurement by construction. c's interval gives the prediction's, and the test compares the two
+intervals (`agreement`).
 
 Django-free; experiments/analysis/services.py reads the rows and stores `predicted` in the analysis'
 series. Definitions: docs/metrics.md ("Predicted speedup") and the page.
@@ -60,15 +62,37 @@ class Interval:
     def has_interval(self) -> bool:
         return self.lo is not None and self.hi is not None
 
+    @property
+    def bounds(self) -> tuple[float, float]:
+        """lo and hi of an interval that has them."""
+        assert self.lo is not None, "no interval"
+        assert self.hi is not None, "no interval"
+        return self.lo, self.hi
 
-def agreement(predicted: float | None, measured: Interval | None) -> str | None:
-    """'agree' when the prediction lies inside the measured speedup's interval, 'part'
-    outside it; None without a prediction or an interval."""
-    if predicted is None or measured is None or not measured.has_interval:
+
+AGREE = "agree"
+PART = "part"
+NOT_TESTABLE = "not testable"
+
+
+def agreement(predicted: Interval | None, measured: Interval | None) -> str | None:
+    """The test of the prediction, both sides with their intervals (the prediction's from c's):
+    - None without a prediction, or where either side has no interval (one block of c or of
+      the measurement): a point without its uncertainty cannot be tested;
+    - PART when the two intervals do not overlap;
+    - NOT_TESTABLE when they do and the measured interval holds both 1 and the whole predicted
+      interval: the measurement then fits the model exactly as well as a speculation that
+      changes nothing, whatever c's interval allows, so its agreement tells nothing;
+    - AGREE otherwise (they overlap).
+    """
+    if predicted is None or measured is None or not (predicted.has_interval and measured.has_interval):
         return None
-    assert measured.lo is not None  # has_interval
-    assert measured.hi is not None
-    return "agree" if measured.lo <= predicted <= measured.hi else "part"
+    (low, high), (measured_lo, measured_hi) = predicted.bounds, measured.bounds
+    if high < measured_lo or low > measured_hi:
+        return PART
+    if measured_lo <= min(1.0, low) and max(1.0, high) <= measured_hi:
+        return NOT_TESTABLE
+    return AGREE
 
 
 def _point(
@@ -107,7 +131,7 @@ def _point(
         "measured": measured.point if measured else None,
         "measured_lo": measured.lo if measured else None,
         "measured_hi": measured.hi if measured else None,
-        "agreement": agreement(predicted, measured),
+        "agreement": agreement(Interval(predicted, lo, hi) if predicted is not None else None, measured),
     }
 
 
@@ -149,24 +173,42 @@ def _two(value: float) -> str:
     return f"{value:.2f}"
 
 
+def _interval(point: Mapping[str, Any], name: str, digits: int = 2) -> str:
+    """ " [lo, hi]" of a point's figure, or "" where it has none."""
+    lo, hi = point[f"{name}_lo"], point[f"{name}_hi"]
+    return "" if lo is None or hi is None else f" [{lo:.{digits}f}, {hi:.{digits}f}]"
+
+
+def _test(point: Mapping[str, Any]) -> str:
+    """What the test found, after the measured figure."""
+    found = point["agreement"]
+    if point["measured_lo"] is None:
+        return " (one block: no interval to test against)"
+    if point["predicted_lo"] is None:
+        return " (c from one block: the prediction has no interval, so it is not tested)"
+    if found == AGREE:
+        return ": the intervals overlap, so this measurement does not contradict the model"
+    if found == NOT_TESTABLE:
+        return (
+            ": not testable, the measured interval holds 1 and the whole predicted interval, "
+            "so it cannot tell the model from a speculation that changes nothing"
+        )
+    side = "above" if point["predicted_lo"] > point["measured_hi"] else "below"
+    return f": they part, the predicted interval lies {side} the measured one"
+
+
 def _clause(point: Mapping[str, Any]) -> str:
     level, predicted, measured = point["level"], point["predicted"], point["measured"]
     if predicted is None:
         return f"at concurrency {level} no prediction (c {point['cost_source'].split(':')[0]})"
-    text = f"at concurrency {level} predicted {_two(predicted)} (c = {point['cost_ratio']:.3f})"
+    cost = f"c = {point['cost_ratio']:.3f}{_interval(point, 'cost_ratio', 3)}"
+    text = f"at concurrency {level} predicted {_two(predicted)}{_interval(point, 'predicted')} ({cost})"
     if measured is None:
         return text + ", no measured engine-timed TPOT speedup"
-    text += f", measured {_two(measured)}"
-    if point["agreement"] is None:
-        return text + " (one block: no interval to test against)"
-    interval = f"[{_two(point['measured_lo'])}, {_two(point['measured_hi'])}]"
-    if point["agreement"] == "agree":
-        return text + f" {interval}: inside the measured interval, so this measurement does not contradict the model"
-    side = "above" if predicted > point["measured_hi"] else "below"
-    return text + f" {interval}: they part, the prediction lies {side} the interval"
+    return text + f", measured {_two(measured)}{_interval(point, 'measured')}" + _test(point)
 
 
 def sentence(label: str, prediction: Mapping[str, Any]) -> str:
-    """What the page says of one speculative arm: per level, prediction, measurement and
-    whether the prediction falls inside the measured interval."""
+    """What the page says of one speculative arm: per level, prediction and measurement with
+    their intervals, and what the test of one against the other found."""
     return f"{label}: " + "; ".join(_clause(point) for point in prediction["points"]) + "."

@@ -288,7 +288,7 @@ def test_the_calibration_arm_measures_the_draft_cost_that_the_prediction_uses(ar
         assert 0 < point["cost_ratio"] < 1
         assert 1 <= point["tokens_per_step"] <= 5
         assert point["predicted"] == pytest.approx(point["tokens_per_step"] / (4 * point["cost_ratio"] + 1))
-        assert point["agreement"] in ("agree", "part")
+        assert point["agreement"] in ("agree", "part", "not testable")
         assert point["measured_lo"] <= point["measured"] <= point["measured_hi"]
 
     client = _arms_client(arms_experiment)

@@ -86,13 +86,65 @@ def test_other_methods_have_no_draft_model_to_calibrate(method, start):
     assert point["predicted"] is None
 
 
-def test_agreement_is_inside_or_outside_the_measured_interval():
-    assert prediction.agreement(1.5, Interval(1.6, 1.5, 1.7)) == "agree"  # an end counts as inside
-    assert prediction.agreement(1.4, Interval(1.6, 1.5, 1.7)) == "part"
-    assert prediction.agreement(1.8, Interval(1.6, 1.5, 1.7)) == "part"
-    assert prediction.agreement(1.6, Interval(1.6)) is None  # one block: no interval
-    assert prediction.agreement(None, Interval(1.6, 1.5, 1.7)) is None
-    assert prediction.agreement(1.6, None) is None
+def test_agreement_compares_the_predicted_interval_with_the_measured_one():
+    measured = Interval(1.6, 1.5, 1.7)
+    assert prediction.agreement(Interval(1.45, 1.4, 1.5), measured) == "agree"  # touching ends overlap
+    assert prediction.agreement(Interval(1.45, 1.3, 1.55), measured) == "agree"  # the point outside, the interval in
+    assert prediction.agreement(Interval(1.35, 1.3, 1.49), measured) == "part"
+    assert prediction.agreement(Interval(1.8, 1.71, 1.9), measured) == "part"
+
+
+def test_a_measured_interval_that_holds_1_and_the_whole_prediction_is_not_testable():
+    wide = Interval(1.2, 0.9, 2.0)
+    assert prediction.agreement(Interval(1.5, 1.4, 1.6), wide) == "not testable"
+    assert prediction.agreement(Interval(1.5, 0.9, 2.0), wide) == "not testable"  # equal ends count as held
+    # It holds 1 but not the whole prediction (1.9 to 2.2): it rules out part of it, a test.
+    assert prediction.agreement(Interval(2.0, 1.9, 2.2), wide) == "agree"
+    # It holds the whole prediction but not 1: it tells the model from no speedup.
+    assert prediction.agreement(Interval(1.5, 1.4, 1.6), Interval(1.5, 1.1, 2.0)) == "agree"
+    # A prediction of a slowdown, 0.8 [0.7, 0.9], inside [0.5, 1.2]: holds 1 and all of it.
+    assert prediction.agreement(Interval(0.8, 0.7, 0.9), Interval(0.9, 0.5, 1.2)) == "not testable"
+
+
+def test_no_test_without_an_interval_on_either_side():
+    measured = Interval(1.6, 1.5, 1.7)
+    assert prediction.agreement(Interval(1.6), measured) is None  # c from one block
+    assert prediction.agreement(Interval(1.6, 1.5, 1.7), Interval(1.6)) is None  # measured in one block
+    assert prediction.agreement(None, measured) is None
+    assert prediction.agreement(Interval(1.6, 1.5, 1.7), None) is None
+
+
+def test_the_cost_interval_decides_the_test():
+    # c per block 0.1, 0.12, 0.14: logs -2.302585, -2.120264, -1.966113, mean -2.129654, sd
+    # 0.168433; half-width t(2) * sd / sqrt(3) = 4.302653 * 0.168433 / 1.732051 = 0.418410, so
+    # c = 0.11888 [0.07823, 0.18064]. Predicted 2.65 / (3c + 1) = 1.9534 [1.7186, 2.1463].
+    # Against 2.3 [2.0, 2.6] the point lies below the measured interval, but c's interval
+    # reaches into it: they agree.
+    cost = {"/m/draft": {1: _cost_row(1, [0.1, 0.12, 0.14])}}
+    [point] = _predict(calibration=cost, measured={1: Interval(2.3, 2.0, 2.6)})["points"]
+    assert (point["predicted"], point["predicted_lo"], point["predicted_hi"]) == pytest.approx(
+        (1.9534, 1.7186, 2.1463), abs=1e-4
+    )
+    assert point["agreement"] == "agree"
+    # The measured interval, [0.089, 6.574], holds 1 and all of [1.72, 2.15]: not testable.
+    [wide] = _predict(calibration=cost, measured={1: Interval(1.46, 0.089, 6.574)})["points"]
+    assert wide["agreement"] == "not testable"
+    assert prediction.sentence("d", {"points": [wide]}) == (
+        "d: at concurrency 1 predicted 1.95 [1.72, 2.15] (c = 0.119 [0.078, 0.181]), measured 1.46 [0.09, 6.57]: "
+        "not testable, the measured interval holds 1 and the whole predicted interval, so it cannot tell the model "
+        "from a speculation that changes nothing."
+    )
+
+
+def test_a_cost_from_one_block_gives_a_prediction_without_an_interval_and_no_test():
+    # 2.0385 lies inside [1.9, 2.1], but without c's spread the prediction's is unknown.
+    [point] = _predict(calibration={"/m/draft": {1: _cost_row(1, [0.1])}})["points"]
+    assert point["predicted"] == pytest.approx(2.65 / 1.3)
+    assert (point["predicted_lo"], point["predicted_hi"], point["agreement"]) == (None, None, None)
+    assert prediction.sentence("d", {"points": [point]}) == (
+        "d: at concurrency 1 predicted 2.04 (c = 0.100), measured 2.00 [1.90, 2.10] "
+        "(c from one block: the prediction has no interval, so it is not tested)."
+    )
 
 
 def test_no_counters_at_a_level_gives_no_yield_and_no_prediction():
@@ -111,10 +163,11 @@ def test_sentence_per_level():
     )
     # At 4: 2.65 / (3 * 0.25 + 1) = 1.514, above [1.1, 1.3].
     assert prediction.sentence("draft k=3", result) == (
-        "draft k=3: at concurrency 1 predicted 2.04 (c = 0.100), measured 2.00 [1.90, 2.10]: inside the measured "
-        "interval, so this measurement does not contradict the model; "
-        "at concurrency 4 predicted 1.51 (c = 0.250), measured 1.20 [1.10, 1.30]: they part, the prediction lies "
-        "above the interval; at concurrency 8 no prediction (c not measured at this level)."
+        "draft k=3: at concurrency 1 predicted 2.04 [2.04, 2.04] (c = 0.100 [0.100, 0.100]), measured 2.00 "
+        "[1.90, 2.10]: the intervals overlap, so this measurement does not contradict the model; "
+        "at concurrency 4 predicted 1.51 [1.51, 1.51] (c = 0.250 [0.250, 0.250]), measured 1.20 [1.10, 1.30]: "
+        "they part, the predicted interval lies above the measured one; "
+        "at concurrency 8 no prediction (c not measured at this level)."
     )
 
 
@@ -157,4 +210,4 @@ def test_a_method_without_its_own_reason_is_not_measured_and_the_result_names_it
 def test_a_prediction_below_the_measured_interval_says_below():
     # c = 1.0: 2.65 / (3 * 1.0 + 1) = 0.6625, below [1.9, 2.1].
     result = _predict(calibration={"/m/draft": {1: _cost_row(1, [1.0, 1.0])}})
-    assert "they part, the prediction lies below the interval" in prediction.sentence("d", result)
+    assert "they part, the predicted interval lies below the measured one" in prediction.sentence("d", result)
