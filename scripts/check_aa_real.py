@@ -1,0 +1,88 @@
+"""A/A on real data: every stored experiment with an A/A replicate, its baseline against the
+replicate pushed through the decisions of its question (experiments/measurement/question.py),
+as if the replicate were the only candidate. Nothing differs between the two, so every
+*faster* or *slower* is a false call; the script counts the experiments with one (the
+family: the replicate's cells at every level) per metric, for a fixed design at the blocks
+each experiment ran and for the sequential design replayed over its stored blocks (the
+looks from the third block on, at most the blocks it ran).
+
+    export $(./dev env | sed 's/^export //' | xargs)
+    DJANGO_SETTINGS_MODULE=specdash.settings .venv/bin/python scripts/check_aa_real.py [--worthwhile 0.05]
+"""
+
+import argparse
+import sys
+from collections import Counter
+from pathlib import Path
+
+import django
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+django.setup()
+
+from experiments.analysis.services import load_runs  # noqa: E402
+from experiments.measurement import inference, question, sequential  # noqa: E402
+from experiments.models import Experiment  # noqa: E402
+
+METRICS = ("server_tpot", "tpot", "e2e", "output_throughput")
+CALLED = (sequential.FASTER, sequential.SLOWER)
+
+
+def _decisions(
+    experiment: Experiment, runs: list[inference.RunData], metric: str, design: sequential.Design,
+    levels: tuple[int, ...],
+) -> list[sequential.Decision]:  # fmt: skip
+    arms = list(experiment.arms.compared_or_baseline())
+    baseline = next(arm.id for arm in arms if arm.is_baseline)
+    replicate = next(arm.id for arm in arms if arm.is_replicate)
+    pair = [run for run in runs if run.arm in (baseline, replicate)]
+    cells = inference.speedup_cells(
+        pair, baseline=baseline, arms=[replicate], levels=list(levels), margin=experiment.equivalence_margin,
+        metrics=[metric], fixed_arrival_rate=bool(experiment.request_rate),
+    )  # fmt: skip
+    asked = question.Question(metric, levels, design)
+    decided = question.question_decisions(
+        pair, cells, baseline=baseline, candidates=[replicate], replicate=None, question=asked, final=True
+    )
+    return decided.candidates
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--worthwhile", type=float, default=0.05, help="the worthwhile gain of the sequential design")
+    args = parser.parse_args()
+    # Only what the decisions read: a database a migration behind still answers.
+    experiments = Experiment.objects.filter(arms__is_replicate=True).distinct().order_by("id")
+    experiments = experiments.only("id", "equivalence_margin", "request_rate", "temperature")
+    counts: dict[tuple[str, str], Counter] = {}
+    seen = 0
+    for experiment in experiments:
+        runs = load_runs(experiment)
+        blocks = max((run.block for run in runs), default=0)
+        if blocks < sequential.FIRST_LOOK:
+            print(f"experiment {experiment.id}: {blocks} block(s) recorded, fewer than a look needs; left out")
+            continue
+        seen += 1
+        levels = tuple(sorted({run.level for run in runs}))
+        designs = {
+            "fixed": sequential.Design(blocks, False, experiment.equivalence_margin, args.worthwhile),
+            "sequential": sequential.Design(blocks, True, experiment.equivalence_margin, args.worthwhile),
+        }
+        words = []
+        for metric in METRICS:
+            for name, design in designs.items():
+                outcomes = [d.outcome for d in _decisions(experiment, runs, metric, design, levels)]
+                tally = counts.setdefault((metric, name), Counter())
+                tally["family"] += any(o in CALLED for o in outcomes)
+                tally.update(outcomes)
+                words.append(f"{metric}/{name}: {', '.join(outcomes)}")
+        print(f"experiment {experiment.id} ({blocks} blocks, levels {list(levels)}): " + "; ".join(words))
+    print(f"\n{seen} experiment(s) with an A/A replicate and at least {sequential.FIRST_LOOK} blocks")
+    print(f"{'metric':>18} {'design':>10} {'family-wise calls':>18}  outcomes of the replicate's cells")
+    for (metric, name), tally in counts.items():
+        family = tally.pop("family")
+        print(f"{metric:>18} {name:>10} {family:>9} of {seen:<6}  " + ", ".join(f"{k} {v}" for k, v in tally.items()))
+
+
+if __name__ == "__main__":
+    main()
