@@ -42,7 +42,7 @@ import sys
 import time
 import types
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -136,9 +136,6 @@ def _positions(rng: np.random.Generator, shape: Shape, blocks: int) -> np.ndarra
     return position
 
 
-_RUN_FIELDS = {f.name for f in fields(inference.RunData)}
-
-
 def _run_data(arm: int, level: int, block: int, tokens: np.ndarray, decode: np.ndarray, ttft: np.ndarray,
               ok: np.ndarray) -> tuple[inference.RunData, float]:  # fmt: skip
     """One run's RunData from its requests, and its duration in minutes."""
@@ -159,19 +156,10 @@ def _run_data(arm: int, level: int, block: int, tokens: np.ndarray, decode: np.n
             "request_throughput": done / duration_s,
         },
         "failed": len(ok) - done,
+        "output_tokens": {p: int(tokens[p]) for p in prompts},
+        "requests": len(ok),
     }
-    options |= _request_counts(prompts, tokens, len(ok))
     return inference.RunData(arm=arm, level=level, block=block, **options), duration_s / 60
-
-
-def _request_counts(prompts: list[int], tokens: np.ndarray, sent: int) -> dict:
-    """The fields RunData has for the pooled TPOT and the failure-rate test, where it has them."""
-    extra: dict = {}
-    if "output_tokens" in _RUN_FIELDS:
-        extra["output_tokens"] = {p: int(tokens[p]) for p in prompts}
-    if "requests" in _RUN_FIELDS:
-        extra["requests"] = sent
-    return extra
 
 
 def simulate_experiment(
