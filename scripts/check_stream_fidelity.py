@@ -126,6 +126,7 @@ def run_data(run: dict) -> inference.RunData:
             "server_tpot": {r.prompt_index: r.server_tpot_ms for r in ok},
             "e2e": {r.prompt_index: r.e2e_ms for r in ok},
         },
+        output_tokens={r.prompt_index: r.output_tokens for r in ok},
     )
 
 

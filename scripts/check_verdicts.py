@@ -88,6 +88,8 @@ def _runs(rng, *, effect: float, blocks: int, noise: Noise, server_per_block: bo
                 block=slot.block,
                 latencies={"tpot": dict(enumerate(tpot.tolist()))},
                 throughputs={"output_throughput": throughput},
+                # Outputs of equal length: the pooled per-token TPOT ratio is then the ratio of means.
+                output_tokens=dict.fromkeys(range(PROMPTS), 64),
             )
         )
     return runs

@@ -49,7 +49,7 @@ STEP_COLUMNS = (
 
 
 def _request_rows(experiment: Experiment, *, with_outputs: bool):
-    columns = ["run_id", "prompt_index", *REQUEST_COLUMNS.values()]
+    columns = ["run_id", "prompt_index", "output_tokens", *REQUEST_COLUMNS.values()]
     if with_outputs:
         columns.append("output_token_ids")
     rows = RequestRecord.objects.succeeded_of(experiment)
@@ -63,7 +63,10 @@ def load_runs(experiment: Experiment) -> list[inference.RunData]:
         lambda: {metric: {} for metric in REQUEST_COLUMNS}
     )
     outputs: defaultdict[int, dict[int, list[int]]] = defaultdict(dict)
-    for run_id, prompt, *values in _request_rows(experiment, with_outputs=with_outputs).iterator(chunk_size=5000):
+    output_tokens: defaultdict[int, dict[int, int]] = defaultdict(dict)
+    rows = _request_rows(experiment, with_outputs=with_outputs)
+    for run_id, prompt, tokens, *values in rows.iterator(chunk_size=5000):
+        output_tokens[run_id][prompt] = tokens
         for metric, value in zip(REQUEST_COLUMNS, values, strict=False):
             latencies[run_id][metric][prompt] = value
         if with_outputs and values[-1] is not None:
@@ -79,6 +82,8 @@ def load_runs(experiment: Experiment) -> list[inference.RunData]:
             failed=s.failed,
             outputs=outputs[s.run_id],
             stream_flagged=s.stream_flagged,
+            output_tokens=output_tokens[s.run_id],
+            requests=s.completed + s.failed,
         )
         for s in summaries.select_related("run")
     ]
@@ -491,6 +496,30 @@ def _run_warnings(experiment: Experiment) -> list[str]:
 # ---------------------------------------------------------------- the whole analysis
 
 
+def _estimate_json(estimate: stats.RatioEstimate) -> dict:
+    return {"point": estimate.point, "lo": estimate.lo, "hi": estimate.hi, "figure": verdicts.figure(estimate)}
+
+
+def _tpot_estimands(cells: list[inference.CellResult], labels: dict[int, str], margin: float) -> dict:
+    """Both TPOT estimands per arm, level and TPOT metric (the pooled one is the verdict's),
+    and how many cells have them further apart than the margin: the page shows those."""
+    rows = [
+        {
+            "arm_id": cell.arm,
+            "arm": labels[cell.arm],
+            "level": cell.level,
+            "metric": cell.metric,
+            "metric_name": Metric(cell.metric).label,
+            "pooled": _estimate_json(cell.estimate),
+            "per_request": _estimate_json(cell.per_request),
+            "differs": cell.estimands_differ(margin),
+        }
+        for cell in cells
+        if cell.per_request is not None
+    ]
+    return {"cells": rows, "differing": sum(row["differs"] for row in rows)}
+
+
 @transaction.atomic
 def experiment_analyse(*, experiment: Experiment) -> ExperimentAnalysis:
     """Compute and store the speedups, verdicts, fidelity, chart series and warnings.
@@ -525,6 +554,7 @@ def experiment_analyse(*, experiment: Experiment) -> ExperimentAnalysis:
         | breakdowns.breakdown_series(experiment, runs, baseline, compared)
     )
     labels = {arm.id: arm.label for arm in arms}
+    series["tpot_estimands"] = _tpot_estimands(cells, labels, experiment.equivalence_margin)
     stream = _stream_runs(experiment)
     series["stream_fidelity"] = stream
     series["question"] = primary.question_summary(experiment, decided, step, labels)

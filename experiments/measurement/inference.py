@@ -8,7 +8,9 @@ checks what the page shows.
 The unit of inference is the block (docs/verdicts.md): at each level, the arm's run and
 the baseline's run of the same block give one ratio (per-request values paired by prompt
 for latencies, one value per run for throughputs), and the interval comes from the
-spread of those ratios between blocks.
+spread of those ratios between blocks. TPOT has two estimands (docs/metrics.md): the
+verdict's pools decode time over decode tokens, the per-request one is the ratio of mean
+TPOTs; the page shows the second where the two differ by more than the margin.
 """
 
 import statistics
@@ -23,6 +25,8 @@ LATENCY_METRICS = ("server_tpot", "tpot", "e2e", "ttft")
 # E2E ends at the last token whenever it arrives, so a late or merged chunk does not move it.
 STREAM_TIMED_METRICS = ("tpot", "ttft")
 THROUGHPUT_METRICS = ("output_throughput", "request_throughput")
+# Per-token metrics: their block ratio pools decode time over decode tokens (stats.pooled_per_token_ratio).
+POOLED_METRICS = ("server_tpot", "tpot")
 FIDELITY_WARN_P = 0.01
 
 
@@ -35,6 +39,9 @@ class RunData:
     value; `failed` its failed requests; `outputs[prompt_index]` the output token ids of
     its successful requests, where recorded. `stream_flagged`: too many of its requests'
     streams were distorted for the client's TTFT and TPOT to be called (RunSummary.stream_flagged).
+    `output_tokens[prompt_index]`: the successful requests' output tokens, which weigh their
+    TPOT in the pooled estimand; `requests`: the measured requests it sent, succeeded and
+    failed, against which its failures are a rate.
     """
 
     arm: int
@@ -45,11 +52,17 @@ class RunData:
     failed: int = 0
     outputs: Mapping[int, Sequence[int]] = field(default_factory=dict)
     stream_flagged: bool = False
+    output_tokens: Mapping[int, int] = field(default_factory=dict)
+    requests: int = 0
 
 
 @dataclass(frozen=True)
 class CellResult:
-    """The speedup of one arm over the baseline at one level for one metric."""
+    """The speedup of one arm over the baseline at one level for one metric.
+
+    `estimate` is the verdict's estimand; for TPOT (POOLED_METRICS) `per_request` is the
+    other one, the ratio of mean TPOTs, over the same blocks (None for other metrics).
+    """
 
     arm: int
     level: int
@@ -59,6 +72,15 @@ class CellResult:
     failed_baseline: int
     failed_arm: int
     n_pairs: int  # requests paired by prompt over the blocks (0 for throughputs)
+    per_request: stats.RatioEstimate | None = None
+
+    def estimands_differ(self, margin: float) -> bool:
+        """Whether the per-request TPOT speedup lies further than the margin from the pooled
+        one, either way (a ratio of the two points beyond 1 + margin)."""
+        if self.per_request is None or self.per_request.point is None or self.estimate.point is None:
+            return False
+        ratio = self.per_request.point / self.estimate.point
+        return max(ratio, 1 / ratio) > 1 + margin
 
 
 def _by_cell(runs: Sequence[RunData]) -> dict[tuple[int, int], dict[int, RunData]]:
@@ -69,17 +91,23 @@ def _by_cell(runs: Sequence[RunData]) -> dict[tuple[int, int], dict[int, RunData
     return cells
 
 
-def _block_ratio(metric: str, base: RunData, arm: RunData) -> tuple[float | None, int]:
+def _block_ratio(metric: str, base: RunData, arm: RunData, *, per_request: bool = False) -> tuple[float | None, int]:
+    """The verdict's block ratio, or with `per_request` a TPOT's ratio of mean TPOTs."""
     if metric in THROUGHPUT_METRICS:
         return stats.run_ratio(base.throughputs.get(metric), arm.throughputs.get(metric)), 0  # arm / baseline
-    return stats.ratio_of_means(base.latencies.get(metric, {}), arm.latencies.get(metric, {}))
+    values = base.latencies.get(metric, {}), arm.latencies.get(metric, {})
+    if metric in POOLED_METRICS and not per_request:
+        return stats.pooled_per_token_ratio(*values, baseline_tokens=base.output_tokens, arm_tokens=arm.output_tokens)
+    return stats.ratio_of_means(*values)
 
 
-def _cell(metric: str, base_runs: dict[int, RunData], arm_runs: dict[int, RunData]) -> tuple[stats.RatioEstimate, int]:
+def _cell(
+    metric: str, base_runs: dict[int, RunData], arm_runs: dict[int, RunData], *, per_request: bool = False
+) -> tuple[stats.RatioEstimate, int]:
     """The estimate over the blocks both sides ran in, and the number of paired requests."""
     ratios, pairs, skipped = [], 0, 0
     for block in sorted(base_runs.keys() & arm_runs.keys()):
-        ratio, n = _block_ratio(metric, base_runs[block], arm_runs[block])
+        ratio, n = _block_ratio(metric, base_runs[block], arm_runs[block], per_request=per_request)
         pairs += n
         if ratio is None:
             skipped += 1
@@ -111,6 +139,8 @@ def speedup_cells(
             common = base_runs.keys() & arm_runs.keys()
             failed_base = sum(base_runs[b].failed for b in common)
             failed_arm = sum(arm_runs[b].failed for b in common)
+            sent_base = sum(base_runs[b].requests for b in common)
+            sent_arm = sum(arm_runs[b].requests for b in common)
             flagged = any(base_runs[b].stream_flagged or arm_runs[b].stream_flagged for b in common)
             for metric in metrics:
                 estimate, pairs = _cell(metric, base_runs, arm_runs)
@@ -119,10 +149,17 @@ def speedup_cells(
                     margin=margin,
                     failed_baseline=failed_base,
                     failed_arm=failed_arm,
+                    requests_baseline=sent_base,
+                    requests_arm=sent_arm,
                     applicable=not (fixed_arrival_rate and metric in THROUGHPUT_METRICS),
                     stream_faithful=not (flagged and metric in STREAM_TIMED_METRICS),
                 )
-                results.append(CellResult(arm, level, metric, estimate, outcome, failed_base, failed_arm, pairs))
+                per_request = None
+                if metric in POOLED_METRICS:
+                    per_request, _ = _cell(metric, base_runs, arm_runs, per_request=True)
+                results.append(
+                    CellResult(arm, level, metric, estimate, outcome, failed_base, failed_arm, pairs, per_request)
+                )
     return results
 
 

@@ -328,7 +328,9 @@ def ratio_of_means(
     `baseline` and `arm` map prompt_index -> value (e.g. TPOT in ms; None for a request
     without one). Only prompts both sides have a value for are used, so the two means
     are over the same prompts. The ratio is baseline mean / arm mean (arm / baseline with
-    `higher_is_better`). None when there is no pair or the denominator's mean is 0.
+    `higher_is_better`). None when there is no pair or the denominator's mean is 0. The
+    block ratio of E2E and TTFT, and of TPOT the per-request estimand (the verdict's is
+    pooled_per_token_ratio).
     """
     both = [(baseline[k], arm[k]) for k in sorted(baseline.keys() & arm.keys())]
     pairs = [(b, a) for b, a in both if b is not None and a is not None]
@@ -339,6 +341,42 @@ def ratio_of_means(
         return None, 0
     base_sum, arm_sum = sum(b for b, _ in pairs), sum(a for _, a in pairs)
     return _ratio(base_sum, arm_sum, higher_is_better), len(pairs)
+
+
+def pooled_per_token_ratio(
+    baseline: Mapping[int, float | None],
+    arm: Mapping[int, float | None],
+    *,
+    baseline_tokens: Mapping[int, int],
+    arm_tokens: Mapping[int, int],
+) -> tuple[float | None, int]:
+    """One block's TPOT speedup as decode time per decode token pooled over the requests, and
+    the number of pairs.
+
+    `baseline` and `arm` map prompt_index -> TPOT (None for a request without one), the
+    `*_tokens` mappings prompt_index -> the request's output tokens. Over the prompts both
+    sides have a TPOT for, each side's figure is its total decode time over its total decode
+    tokens, Σ tpot_i · (n_i − 1) / Σ (n_i − 1); the ratio is baseline / arm. Every decode
+    token weighs the same, so a long output counts for its length, where ratio_of_means
+    gives every request the same weight (a harmonic mean of the per-request speedups
+    weighted by the baseline's TPOT). None when there is no pair or a side's figure is 0.
+    """
+    pairs = []
+    for prompt in sorted(baseline.keys() & arm.keys()):
+        b, a = baseline[prompt], arm[prompt]
+        if b is None or a is None:
+            continue
+        if b < 0 or a < 0:
+            raise ValueError(f"speedup needs values of at least 0; got {b}, {a}")
+        nb, na = baseline_tokens.get(prompt), arm_tokens.get(prompt)
+        if nb is None or na is None or nb < 2 or na < 2:
+            raise ValueError(f"prompt {prompt} has a TPOT without an output of at least 2 tokens: {nb}, {na}")
+        pairs.append((b, nb - 1, a, na - 1))
+    if not pairs:
+        return None, 0
+    base_rate = sum(b * d for b, d, _, _ in pairs) / sum(d for _, d, _, _ in pairs)
+    arm_rate = sum(a * d for _, _, a, d in pairs) / sum(d for _, _, _, d in pairs)
+    return _ratio(base_rate, arm_rate, False), len(pairs)
 
 
 def _ratio(baseline_value: float, arm_value: float, higher_is_better: bool) -> float | None:

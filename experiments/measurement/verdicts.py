@@ -2,13 +2,14 @@
 sentences the experiment page prints.
 
 A verdict is a claim, so it is made only where the experiment's design supports it:
-- faster: the whole interval lies above 1; slower: below 1;
-- equivalent: the whole interval lies inside 1 ± the experiment's margin (the smallest
-  effect worth acting on);
+- faster: the whole 95 % interval lies above 1; slower: below 1;
+- equivalent: the whole 90 % interval lies inside 1 ± the experiment's margin (the
+  smallest effect worth acting on): two one-sided tests at 5 % each (TOST);
 - inconclusive: otherwise.
 No word is given with fewer than MIN_BLOCKS blocks (the interval over 2 blocks rests on
-one degree of freedom), when the arm and the baseline failed different numbers of
-requests (dropping failures favours the arm that fails its slowest ones), for throughput
+one degree of freedom), when the arm and the baseline failed their requests at rates that
+differ (Fisher's exact test, p < FAILURE_RATES_P: dropping failures favours the arm that
+fails its slowest ones; equal rates with unequal counts keep the verdict), for throughput
 under a fixed Poisson arrival rate (it then measures the arrival rate), for the client's
 TTFT and TPOT when a run's stream was distorted (experiments/measurement/stream_fidelity.py: the client
 did not see the tokens when the engine made them), or without data.
@@ -18,9 +19,14 @@ scripts/check_verdicts.py checks by simulation how often these words are wrong.
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from experiments.measurement.stats import RatioEstimate, blocks_to_settle
+from scipy import stats as scipy_stats
+
+from experiments.measurement.stats import RatioEstimate, block_interval, blocks_to_settle
 
 MIN_BLOCKS = 3
+# Equivalence is TOST at 5 % a side: the 90 % interval inside the band.
+EQUIVALENCE_CONFIDENCE = 0.90
+FAILURE_RATES_P = 0.05
 
 FASTER = "faster"
 SLOWER = "slower"
@@ -37,7 +43,11 @@ STREAM_DISTORTED = "stream distorted"
 # What the page prints for an outcome that is not a call.
 NO_CALL_REASON = {
     TOO_FEW_BLOCKS: f"too few repetitions to call (fewer than {MIN_BLOCKS} blocks)",
-    FAILURES_DIFFER: "no verdict: the arm and the baseline failed different numbers of requests",
+    FAILURES_DIFFER: (
+        f"no verdict: the arm and the baseline failed their requests at different rates (failed / sent over the "
+        f"blocks both ran, Fisher's exact test p < {FAILURE_RATES_P:g}), and dropping failures favours the side "
+        "that fails its slowest requests"
+    ),
     NOT_APPLICABLE: "no verdict: under a fixed request rate the throughput measures the arrival rate",
     NO_DATA: "no paired measurements",
     STREAM_DISTORTED: (
@@ -47,23 +57,42 @@ NO_CALL_REASON = {
 }
 
 
+def failure_rates_p(failed_baseline: int, requests_baseline: int, failed_arm: int, requests_arm: int) -> float:
+    """Two-sided Fisher exact p-value that the arm and the baseline fail their requests at
+    different rates (failed of sent on each side); 1 when neither failed."""
+    if not 0 <= failed_baseline <= requests_baseline or not 0 <= failed_arm <= requests_arm:
+        raise ValueError(
+            f"failed requests must be between 0 and those sent: baseline {failed_baseline} of {requests_baseline}, "
+            f"arm {failed_arm} of {requests_arm}"
+        )
+    if not failed_baseline and not failed_arm:
+        return 1.0
+    table = [[failed_arm, requests_arm - failed_arm], [failed_baseline, requests_baseline - failed_baseline]]
+    return float(scipy_stats.fisher_exact(table, alternative="two-sided").pvalue)
+
+
 def classify(
     estimate: RatioEstimate,
     *,
     margin: float,
     failed_baseline: int = 0,
     failed_arm: int = 0,
+    requests_baseline: int = 0,
+    requests_arm: int = 0,
     applicable: bool = True,
     stream_faithful: bool = True,
 ) -> str:
-    """The outcome for one arm, level and metric: a word of CALLS, or why there is none."""
+    """The outcome for one arm, level and metric: a word of CALLS, or why there is none.
+
+    `failed_*` and `requests_*`: the failed and the sent requests of each side over the
+    blocks both ran."""
     if not applicable:
         return NOT_APPLICABLE
     if estimate.point is None:
         return NO_DATA
     if not stream_faithful:
         return STREAM_DISTORTED
-    if failed_baseline != failed_arm:
+    if failure_rates_p(failed_baseline, requests_baseline, failed_arm, requests_arm) < FAILURE_RATES_P:
         return FAILURES_DIFFER
     if estimate.n_blocks < MIN_BLOCKS or not estimate.has_interval:
         return TOO_FEW_BLOCKS
@@ -72,6 +101,7 @@ def classify(
         return FASTER
     if hi < 1:
         return SLOWER
+    _, lo, hi = block_interval(estimate.block_ratios, confidence=EQUIVALENCE_CONFIDENCE).interval
     if 1 - margin <= lo and hi <= 1 + margin:
         return EQUIVALENT
     return INCONCLUSIVE
@@ -120,11 +150,26 @@ _VERB = {
 }
 
 
+def _size(cell: Cell) -> str:
+    """How a faster or slower cell's interval stands to the margin: "by less than" it (the
+    interval between 1 and the margin's edge), "possibly by less than" it (across the edge),
+    or "" (beyond the edge, or neither faster nor slower)."""
+    if cell.outcome not in (FASTER, SLOWER):
+        return ""
+    _, lo, hi = cell.estimate.interval
+    edge = 1 + cell.margin if cell.outcome == FASTER else 1 - cell.margin
+    if lo < edge < hi:
+        return "possibly by less than"
+    inside = hi <= edge if cell.outcome == FASTER else edge <= lo
+    return "by less than" if inside else ""
+
+
 def _segments(cells: Sequence[Cell]) -> list[list[Cell]]:
-    """Consecutive levels with the same outcome."""
+    """Consecutive levels with the same outcome (and, for faster and slower, the same size
+    against the margin)."""
     segments: list[list[Cell]] = []
     for cell in sorted(cells, key=lambda c: c.level):
-        if segments and segments[-1][-1].outcome == cell.outcome:
+        if segments and (segments[-1][-1].outcome, _size(segments[-1][-1])) == (cell.outcome, _size(cell)):
             segments[-1].append(cell)
         else:
             segments.append([cell])
@@ -157,8 +202,9 @@ def _clause(arm_label: str, metric_name: str, segment: list[Cell], position: int
     ends = [segment[0], segment[-1]] if len(segment) > 1 else segment
     figures = ", ".join(f"{figure(cell.estimate)} at {cell.level}" for cell in ends)
     detail = "" if outcome == NO_DATA else f"{metric_name} {figures}"
-    if outcome == FASTER and all(cell.estimate.interval.lo < 1 + cell.margin for cell in segment):
-        detail += f", possibly by less than the {segment[0].margin:.0%} margin"
+    size = _size(segment[0])
+    if size:
+        detail += f", {size} the {segment[0].margin:.0%} margin"
     if outcome == INCONCLUSIVE:
         detail += _settle_hint(segment)
     detail = f" ({detail})" if detail else ""
@@ -173,7 +219,9 @@ def sentence(arm_label: str, metric_name: str, cells: Sequence[Cell]) -> str:
 
     Consecutive levels with the same outcome are reported together, with the figures of
     the first and last of them; an inconclusive stretch says roughly how many blocks
-    would settle it.
+    would settle it. A faster or slower stretch whose intervals lie inside the margin says
+    it is so by less than the margin, one whose intervals cross the margin's edge that it
+    is possibly so.
     """
     segments = _segments(cells)
     if not segments:

@@ -315,3 +315,74 @@ def test_a_replicate_called_different_from_the_baseline_is_a_warning(experiment)
     warnings = experiment_analyse(experiment=experiment).warnings
     [warning] = [w for w in warnings if "A/A replicate" in w]
     assert "TPOT slower at 1" in warning
+
+
+def test_the_tpot_verdict_pools_decode_time_and_the_per_request_ratio_is_stored(experiment):
+    # Prompt 0 becomes long: 41 output tokens (40 decode tokens) at 40 ms for the baseline and
+    # 10 ms for the arm (4x); prompts 1-3 keep 10 decode tokens at 20 and 10 ms (2x). Per request:
+    # (40 + 3 * 20) / (10 + 3 * 10) = 2.5. Pooled: (40 * 40 + 3 * 20 * 10) / (10 * 40 + 3 * 10 * 10)
+    # = 2200 / 700 = 22 / 7, in every block, for the client's and the engine's TPOT alike.
+    for label, tpot in (("baseline", 40.0), ("n-gram k=4", 10.0)):
+        requests = RequestRecord.objects.filter(run__arm__label=label, prompt_index=0)
+        requests.update(output_tokens=41, tpot_ms=tpot, server_tpot_ms=tpot)
+    analysis = experiment_analyse(experiment=experiment)
+    for metric in ("tpot", "server_tpot"):
+        assert _speedup(experiment, "n-gram k=4", metric).block_ratios == pytest.approx([22 / 7] * BLOCKS)
+    rows = {(row["arm"], row["metric"]): row for row in analysis.series["tpot_estimands"]["cells"]}
+    tpot = rows[("n-gram k=4", "tpot")]
+    assert (tpot["pooled"]["point"], tpot["per_request"]["point"]) == pytest.approx((22 / 7, 2.5))
+    assert (tpot["per_request"]["figure"], tpot["differs"], tpot["level"]) == ("2.50× [2.50, 2.50]", True, 1)
+    assert rows[("n-gram k=4", "server_tpot")]["metric_name"] == "Engine-timed TPOT"
+    # Both TPOT metrics of the arm and of the replicate (whose baseline changed too), no other metric.
+    assert sorted(rows) == sorted((arm, m) for arm in ("n-gram k=4", "replicate") for m in ("tpot", "server_tpot"))
+    assert analysis.series["tpot_estimands"]["differing"] == 4
+
+
+def test_equal_tpot_estimands_are_stored_without_a_difference(experiment):
+    analysis = experiment_analyse(experiment=experiment)
+    estimands = analysis.series["tpot_estimands"]
+    assert estimands["differing"] == 0
+    arm = next(row for row in estimands["cells"] if row["arm"] == "n-gram k=4" and row["metric"] == "tpot")
+    assert (arm["pooled"]["point"], arm["per_request"]["point"]) == pytest.approx((2.0, 2.0))
+
+
+def test_failures_are_compared_as_rates_of_the_requests_sent(experiment):
+    # Each run sent 4 measured requests. One of the arm's failed in block 2 (1 of 12 against 0
+    # of 12: Fisher's p = 1): the verdict stands, though the counts differ.
+    summaries = RunSummary.objects.filter(run__experiment=experiment)
+    summaries.update(completed=PROMPTS, failed=0)
+    arm_runs = summaries.filter(run__arm__label="n-gram k=4")
+    RequestRecord.objects.filter(run__arm__label="n-gram k=4", run__repetition=2, prompt_index=3).delete()
+    arm_runs.filter(run__repetition=2).update(completed=PROMPTS - 1, failed=1)
+    experiment_analyse(experiment=experiment)
+    tpot = _speedup(experiment, "n-gram k=4", "tpot")
+    assert (tpot.failed_arm, tpot.failed_baseline, tpot.outcome) == (1, 0, "faster")
+    # Every run of the arm also failed 8 more requests: 25 of 36 sent against 0 of 12, p < 0.05.
+    arm_runs.exclude(run__repetition=2).update(failed=8)
+    arm_runs.filter(run__repetition=2).update(failed=9)
+    experiment_analyse(experiment=experiment)
+    tpot = _speedup(experiment, "n-gram k=4", "tpot")
+    assert (tpot.failed_arm, tpot.outcome) == (25, "failures differ")
+
+
+def test_the_question_s_cells_are_stored_as_primary_with_their_decision_and_why(experiment):
+    analysis = experiment_analyse(experiment=experiment)
+    primary = _speedup(experiment, "n-gram k=4", "server_tpot")
+    other = _speedup(experiment, "n-gram k=4", "tpot")
+    # Exactly 2x in every block: no spread, p = 0, called at the first (and only) look.
+    assert (primary.primary, primary.outcome, primary.p_value, primary.confidence) == (True, "faster", 0.0, 0.95)
+    assert (other.primary, other.p_value) == (False, None)
+    question = analysis.series["question"]
+    assert (question["metric"], question["levels"], question["blocks_run"]) == ("server_tpot", [1], BLOCKS)
+    assert (question["stop"], question["open"]) == ("settled", [])
+    [cell] = question["cells"]
+    assert (cell["arm"], cell["level"], cell["outcome"]) == ("n-gram k=4", 1, "faster")
+    assert cell["why"].startswith("called faster after 3 blocks")
+    # The replicate is a family of its own, beside the candidates.
+    assert [c["arm"] for c in question["replicate_cells"]] == ["replicate"]
+
+
+def test_a_fixed_design_stops_for_its_blocks_and_a_budget_is_named(experiment):
+    experiment.sequential = False
+    experiment.save()
+    assert experiment_analyse(experiment=experiment).series["question"]["stop"] == "fixed"

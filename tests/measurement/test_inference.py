@@ -1,6 +1,7 @@
 """From runs to speedups, verdicts, break-even and fidelity, on hand-made runs. No database."""
 
 import importlib.util
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,9 @@ from experiments.measurement.inference import RunData
 BASE, REPLICATE, ARM = 10, 11, 12
 
 
-def _run(arm, block, tpot, *, level=1, throughput=100.0, failed=0, outputs=None):
+def _run(arm, block, tpot, *, level=1, throughput=100.0, failed=0, outputs=None, tokens=None):
+    """A run whose requests have the TPOTs `tpot` and `tokens` output tokens each (11 by
+    default: equal lengths, so the pooled TPOT ratio is the ratio of means), plus `failed` more."""
     return RunData(
         arm=arm,
         level=level,
@@ -21,6 +24,8 @@ def _run(arm, block, tpot, *, level=1, throughput=100.0, failed=0, outputs=None)
         throughputs={"output_throughput": throughput},
         failed=failed,
         outputs=outputs or {},
+        output_tokens=dict(enumerate(tokens or [11] * len(tpot))),
+        requests=len(tpot) + failed,
     )
 
 
@@ -56,15 +61,28 @@ def test_only_blocks_both_sides_ran_count():
     assert cell.outcome == verdicts.TOO_FEW_BLOCKS
 
 
-def test_failed_requests_are_counted_and_block_a_verdict_when_they_differ():
-    # The arm fails its slowest request in each block: the remaining pairs look 2x faster,
-    # but the failures differ, so there is no verdict.
+def test_failed_requests_are_counted_and_block_a_verdict_when_their_rates_differ():
+    # 40 requests a run. The arm fails its 4 slowest requests in each block: the remaining pairs
+    # look 2x faster, but it failed 12 of 120 against the baseline's 0 of 120 (Fisher's p =
+    # 2 * C(120, 12) / C(240, 12) = 0.00037 < 0.05), so there is no verdict.
     runs = []
     for block in (1, 2, 3):
-        runs += [_run(BASE, block, [10, 10], failed=0), _run(ARM, block, [5], failed=1)]
+        runs += [_run(BASE, block, [10] * 40), _run(ARM, block, [5] * 36, failed=4)]
     cell = _cells(runs, metrics=["tpot"])[(ARM, 1, "tpot")]
-    assert (cell.failed_baseline, cell.failed_arm) == (0, 3)
+    assert (cell.failed_baseline, cell.failed_arm) == (0, 12)
     assert cell.outcome == verdicts.FAILURES_DIFFER
+
+
+def test_one_failure_against_none_keeps_the_verdict():
+    # The arm fails 1 of its 120 requests over the 3 blocks, the baseline none: Fisher's
+    # two-sided p is 1 (the one failure is as likely on either side), so the unequal counts
+    # keep the verdict, where counts required to be equal withheld it.
+    runs = []
+    for block in (1, 2, 3):
+        failed = 1 if block == 2 else 0
+        runs += [_run(BASE, block, [10] * 40), _run(ARM, block, [5] * (40 - failed), failed=failed)]
+    cell = _cells(runs, metrics=["tpot"])[(ARM, 1, "tpot")]
+    assert (cell.failed_baseline, cell.failed_arm, cell.outcome) == (0, 1, verdicts.FASTER)
 
 
 def test_a_block_without_a_ratio_is_noted():
@@ -97,6 +115,7 @@ def test_a_distorted_stream_takes_the_client_timed_verdicts_only():
                     latencies,
                     {"output_throughput": throughput},
                     stream_flagged=arm == BASE and block == 2,
+                    output_tokens={0: 11, 1: 11},
                 )
             )
     cells = _cells(runs, metrics=["server_tpot", "tpot", "ttft", "e2e", "output_throughput"])
@@ -112,6 +131,55 @@ def test_a_distorted_stream_takes_the_client_timed_verdicts_only():
     # A flagged run in a block the other side did not run does not count (3 blocks left).
     unmatched = [r for r in runs if not (r.arm == ARM and r.block == 2)]
     assert _cells(unmatched, metrics=["tpot"])[(ARM, 1, "tpot")].outcome == verdicts.FASTER
+
+
+def _issue_example_run(arm, block):
+    # Issue 21's example: 12 long code prompts (256 decode tokens) at 2.0x, 28 short chat prompts
+    # (64 decode tokens) at 1.1x. Baseline TPOT 35 ms (code) and 33 ms (chat), the arm's 17.5 and 30.
+    code, chat = (35.0, 33.0) if arm == BASE else (17.5, 30.0)
+    return _run(arm, block, [code] * 12 + [chat] * 28, tokens=[257] * 12 + [65] * 28)
+
+
+def test_the_tpot_verdict_pools_decode_time_over_decode_tokens():
+    # Per-request (ratio of mean TPOTs): (12 * 35 + 28 * 33) / (12 * 17.5 + 28 * 30) = 1344 / 1050
+    # = 1.28. Pooled per token: baseline (12 * 35 * 256 + 28 * 33 * 64) / 4864 = 166656 / 4864 ms,
+    # the arm's (12 * 17.5 * 256 + 28 * 30 * 64) / 4864 = 107520 / 4864: 166656 / 107520 = 1.55.
+    runs = [_issue_example_run(arm, block) for block in (1, 2, 3) for arm in (BASE, ARM)]
+    cell = _cells(runs, metrics=["tpot", "e2e"])[(ARM, 1, "tpot")]
+    assert cell.estimate.block_ratios == pytest.approx((1.55, 1.55, 1.55))
+    assert cell.per_request.block_ratios == pytest.approx((1.28, 1.28, 1.28))
+    assert (cell.outcome, cell.n_pairs) == (verdicts.FASTER, 120)
+    # 1.28 / 1.55 is 17 % off, beyond the 2 % margin; within a 25 % margin.
+    assert cell.estimands_differ(0.02)
+    assert not cell.estimands_differ(0.25)
+
+
+def test_both_tpot_metrics_pool_and_other_metrics_have_one_estimand():
+    runs = []
+    for block in (1, 2, 3):
+        for arm in (BASE, ARM):
+            run = _issue_example_run(arm, block)
+            tpot = run.latencies["tpot"]
+            latencies = {"tpot": tpot, "server_tpot": tpot, "e2e": tpot, "ttft": tpot}
+            runs.append(replace(run, latencies=latencies))
+    cells = _cells(runs, metrics=["server_tpot", "tpot", "e2e", "ttft", "output_throughput"])
+    assert cells[(ARM, 1, "server_tpot")].estimate.point == pytest.approx(1.55)
+    assert cells[(ARM, 1, "server_tpot")].per_request.point == pytest.approx(1.28)
+    # E2E and TTFT stay ratios of means (1.28 on the same values), with no second estimand.
+    for metric in ("e2e", "ttft", "output_throughput"):
+        assert cells[(ARM, 1, metric)].per_request is None
+        assert not cells[(ARM, 1, metric)].estimands_differ(0.02)
+    assert cells[(ARM, 1, "e2e")].estimate.point == pytest.approx(1.28)
+    assert cells[(ARM, 1, "ttft")].estimate.point == pytest.approx(1.28)
+
+
+def test_estimands_that_agree_within_the_margin_do_not_differ():
+    # Equal output lengths: the pooled ratio is the ratio of means, 2.0 either way.
+    runs = [r for b in (1, 2, 3) for r in (_run(BASE, b, [10, 30]), _run(ARM, b, [5, 15]))]
+    cell = _cells(runs, metrics=["tpot"])[(ARM, 1, "tpot")]
+    assert cell.estimate.point == pytest.approx(2.0)
+    assert cell.per_request.point == pytest.approx(2.0)
+    assert not cell.estimands_differ(0.0)
 
 
 def test_break_evens_per_arm_and_metric():

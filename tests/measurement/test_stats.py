@@ -297,6 +297,34 @@ def test_ratio_of_means_without_a_usable_pair():
         stats.ratio_of_means({0: 10.0}, {0: -1.0})
 
 
+def test_pooled_per_token_ratio_weighs_every_decode_token_the_same():
+    # Prompt 0: baseline 10 ms over 10 decode tokens (100 ms), the arm 5 ms over 20 (100 ms);
+    # prompt 1: baseline 20 ms over 2 (40 ms), the arm 10 ms over 2 (20 ms). Prompt 2 is only in
+    # the baseline, prompt 3 has no TPOT in the arm: left out. Baseline 140 / 12 ms a token, the
+    # arm's 120 / 22: (140 / 12) / (120 / 22) = 3080 / 1440.
+    baseline = {0: 10.0, 1: 20.0, 2: 99.0, 3: 7.0}
+    arm = {0: 5.0, 1: 10.0, 3: None}
+    ratio, pairs = stats.pooled_per_token_ratio(
+        baseline, arm, baseline_tokens={0: 11, 1: 3, 2: 5, 3: 5}, arm_tokens={0: 21, 1: 3, 3: 1}
+    )
+    assert (ratio, pairs) == (pytest.approx(3080 / 1440), 2)
+    # The ratio of means of the same TPOTs: (10 + 20) / (5 + 10) = 2.
+    assert stats.ratio_of_means(baseline, arm) == (2.0, 2)
+
+
+def test_pooled_per_token_ratio_without_a_usable_pair_or_token_count():
+    assert stats.pooled_per_token_ratio({}, {}, baseline_tokens={}, arm_tokens={}) == (None, 0)
+    # A zero TPOT on the arm's side: no finite ratio.
+    assert stats.pooled_per_token_ratio({0: 10.0}, {0: 0.0}, baseline_tokens={0: 3}, arm_tokens={0: 3}) == (None, 1)
+    with pytest.raises(ValueError, match="at least 0"):
+        stats.pooled_per_token_ratio({0: 10.0}, {0: -1.0}, baseline_tokens={0: 3}, arm_tokens={0: 3})
+    # A TPOT whose output token count is missing (or under 2) cannot be weighed.
+    with pytest.raises(ValueError, match="prompt 0 has a TPOT without an output of at least 2 tokens"):
+        stats.pooled_per_token_ratio({0: 10.0}, {0: 5.0}, baseline_tokens={0: 3}, arm_tokens={})
+    with pytest.raises(ValueError, match="at least 2 tokens: 1, 3"):
+        stats.pooled_per_token_ratio({0: 10.0}, {0: 5.0}, baseline_tokens={0: 1}, arm_tokens={0: 3})
+
+
 def test_run_ratio():
     # throughput 150 against 100 -> 1.5; as a latency 100 / 150
     assert stats.run_ratio(100.0, 150.0) == 1.5

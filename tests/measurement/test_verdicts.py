@@ -6,11 +6,19 @@ import random
 import pytest
 
 from experiments.measurement import verdicts
-from experiments.measurement.stats import RatioEstimate, block_interval, blocks_to_settle
+from experiments.measurement.stats import RatioEstimate, block_interval, blocks_to_settle, t_quantile
 
 
 def _est(point, lo, hi, blocks=3, sd=0.05):
-    return RatioEstimate(point, lo, hi, (point,) * blocks, sd)
+    """An estimate printed as point [lo, hi], with block ratios whose 95 % interval is [lo, hi]
+    (centred on the log scale, offsets of standard deviation 1 scaled to fit): the equivalence
+    test reads its 90 % interval from them. `sd` is the spread the settle hint works from."""
+    centre, half = math.sqrt(lo * hi), math.log(hi / lo) / 2
+    log_sd = half * math.sqrt(blocks) / t_quantile(0.95, blocks - 1) if blocks > 1 else 0.0
+    offsets = [i - (blocks - 1) / 2 for i in range(blocks)]
+    scale = math.sqrt(sum(o * o for o in offsets) / (blocks - 1)) if blocks > 1 else 1.0
+    ratios = tuple(centre * math.exp(log_sd * o / scale) for o in offsets)
+    return RatioEstimate(point, lo, hi, ratios, sd)
 
 
 @pytest.mark.parametrize(
@@ -20,9 +28,11 @@ def _est(point, lo, hi, blocks=3, sd=0.05):
         (_est(1.01, 1.001, 1.015), verdicts.FASTER),  # inside the band, but shown to be above 1
         (_est(0.9, 0.8, 0.99), verdicts.SLOWER),
         (_est(1.0, 0.985, 1.019), verdicts.EQUIVALENT),
-        (_est(1.0, 0.98, 1.02), verdicts.EQUIVALENT),  # the band's edges belong to it
-        (_est(1.0, 0.979, 1.019), verdicts.INCONCLUSIVE),
-        (_est(1.0, 0.985, 1.021), verdicts.INCONCLUSIVE),
+        (_est(1.0, 0.98, 1.02), verdicts.EQUIVALENT),
+        # The 95 % interval leaves the band, the 90 % one (TOST at 5 % a side) lies inside it.
+        (_est(1.0, 0.979, 1.019), verdicts.EQUIVALENT),
+        (_est(1.0, 0.985, 1.021), verdicts.EQUIVALENT),
+        (_est(1.0, 0.96, 1.04), verdicts.INCONCLUSIVE),  # the 90 % interval is about [0.972, 1.027]
         (_est(1.2, 1.0, 1.4), verdicts.INCONCLUSIVE),  # touching 1 is not above it
         (_est(0.95, 0.9, 1.0), verdicts.INCONCLUSIVE),  # ... nor below it
         (_est(1.2, 1.1, 1.3, blocks=2), verdicts.TOO_FEW_BLOCKS),
@@ -34,18 +44,58 @@ def test_outcome_words(estimate, expected):
     assert verdicts.classify(estimate, margin=0.02) == expected
 
 
-def test_different_failures_and_fixed_rates_get_no_verdict():
+def test_equivalence_is_tost_at_five_percent_a_side():
+    # Log ratios -0.01, 0, 0.01: mean 0, sd 0.01. The 95 % interval, e^(±4.3027 * 0.01 / √3)
+    # = [0.9755, 1.0252], leaves 1 ± 2 %; the 90 % one, e^(±2.9200 * 0.01 / √3) = [0.9833, 1.0170],
+    # lies inside it: equivalent.
+    estimate = block_interval([math.exp(-0.01), 1.0, math.exp(0.01)])
+    assert (estimate.lo, estimate.hi) == pytest.approx((0.97546, 1.02515), abs=1e-5)
+    assert verdicts.classify(estimate, margin=0.02) == verdicts.EQUIVALENT
+    # Twice the spread: 90 % interval e^(±0.03372) = [0.9668, 1.0343], outside the band.
+    wider = block_interval([math.exp(-0.02), 1.0, math.exp(0.02)])
+    assert verdicts.classify(wider, margin=0.02) == verdicts.INCONCLUSIVE
+
+
+def _failures(failed_baseline, failed_arm, sent=120):
+    return {
+        "failed_baseline": failed_baseline,
+        "failed_arm": failed_arm,
+        "requests_baseline": sent,
+        "requests_arm": sent,
+    }
+
+
+def test_failure_rates_are_compared_with_fishers_exact_test():
+    # 1 failure against 0 of 120 each: the one failure is as likely on either side, p = 1.
+    assert verdicts.failure_rates_p(0, 120, 1, 120) == pytest.approx(1.0)
+    # 12 against 0: each extreme table has probability C(120, 12) / C(240, 12), two-sided twice that.
+    extreme = math.comb(120, 12) / math.comb(240, 12)
+    assert verdicts.failure_rates_p(0, 120, 12, 120) == pytest.approx(2 * extreme)
+    assert 2 * extreme == pytest.approx(0.000366, abs=1e-6)
+    assert verdicts.failure_rates_p(12, 120, 0, 120) == pytest.approx(2 * extreme)  # either way
+    assert verdicts.failure_rates_p(0, 0, 0, 0) == 1.0
+    with pytest.raises(ValueError, match="between 0 and those sent"):
+        verdicts.failure_rates_p(0, 120, 2, 1)
+
+
+def test_failures_at_different_rates_and_fixed_rates_get_no_verdict():
     faster = _est(1.2, 1.1, 1.3)
-    assert verdicts.classify(faster, margin=0.02, failed_baseline=0, failed_arm=2) == verdicts.FAILURES_DIFFER
-    assert verdicts.classify(faster, margin=0.02, failed_baseline=3, failed_arm=3) == verdicts.FASTER
+    assert verdicts.classify(faster, margin=0.02, **_failures(0, 12)) == verdicts.FAILURES_DIFFER
+    assert verdicts.classify(faster, margin=0.02, **_failures(12, 0)) == verdicts.FAILURES_DIFFER
+    # Unequal counts at rates a test cannot tell apart keep the verdict.
+    assert verdicts.classify(faster, margin=0.02, **_failures(0, 1)) == verdicts.FASTER
+    assert verdicts.classify(faster, margin=0.02, **_failures(0, 2)) == verdicts.FASTER  # p = 0.498
+    assert verdicts.classify(faster, margin=0.02, **_failures(3, 3)) == verdicts.FASTER
     assert verdicts.classify(faster, margin=0.02, applicable=False) == verdicts.NOT_APPLICABLE
+    assert "different rates" in verdicts.NO_CALL_REASON[verdicts.FAILURES_DIFFER]
+    assert "p < 0.05" in verdicts.NO_CALL_REASON[verdicts.FAILURES_DIFFER]
 
 
 def test_a_distorted_stream_gets_no_verdict_but_no_data_says_so_first():
     faster = _est(1.2, 1.1, 1.3)
     assert verdicts.classify(faster, margin=0.02, stream_faithful=False) == verdicts.STREAM_DISTORTED
     # It outranks the failures' reason: the timing itself cannot be read.
-    distorted = verdicts.classify(faster, margin=0.02, failed_baseline=0, failed_arm=2, stream_faithful=False)
+    distorted = verdicts.classify(faster, margin=0.02, **_failures(0, 12), stream_faithful=False)
     assert distorted == verdicts.STREAM_DISTORTED
     assert verdicts.classify(RatioEstimate(None, None, None), margin=0.02, stream_faithful=False) == verdicts.NO_DATA
     assert "Stream fidelity" in verdicts.NO_CALL_REASON[verdicts.STREAM_DISTORTED]
@@ -83,11 +133,42 @@ def test_sentence_with_three_segments():
 
 
 def test_sentence_every_level_the_same_and_small_gains_flagged():
+    # Both intervals inside (1, 1.02]: shown to be faster by less than the margin.
     cells = _cells((1, _est(1.01, 1.005, 1.015)), (4, _est(1.012, 1.004, 1.02)))
     assert verdicts.sentence("n-gram k=4", "TPOT", cells) == (
         "n-gram k=4 is faster than the baseline at every measured concurrency, 1 to 4 "
-        "(TPOT 1.010× [1.005, 1.015] at 1, 1.012× [1.004, 1.020] at 4, possibly by less than the 2% margin)."
+        "(TPOT 1.010× [1.005, 1.015] at 1, 1.012× [1.004, 1.020] at 4, by less than the 2% margin)."
     )
+
+
+def test_a_stretch_splits_where_the_gains_size_against_the_margin_changes():
+    # Shown less than the margin at 1, across its edge at 4 and 8, beyond it at 16.
+    cells = _cells(
+        (1, _est(1.01, 1.005, 1.015)),
+        (4, _est(1.05, 1.01, 1.1)),
+        (8, _est(1.06, 1.01, 1.12)),
+        (16, _est(1.3, 1.2, 1.4)),
+    )
+    assert verdicts.sentence("x", "TPOT", cells) == (
+        "x is faster than the baseline at 1 (TPOT 1.010× [1.005, 1.015] at 1, by less than the 2% margin); "
+        "from 4 to 8 it is faster than the baseline (TPOT 1.05× [1.01, 1.10] at 4, 1.06× [1.01, 1.12] at 8, "
+        "possibly by less than the 2% margin); "
+        "at 16 it is faster than the baseline (TPOT 1.30× [1.20, 1.40] at 16)."
+    )
+
+
+def test_small_losses_are_sized_against_the_margin_too():
+    shown = _cells((1, _est(0.99, 0.983, 0.996)))
+    assert verdicts.sentence("x", "TPOT", shown) == (
+        "x is slower than the baseline at 1 (TPOT 0.990× [0.983, 0.996] at 1, by less than the 2% margin)."
+    )
+    possibly = _cells((1, _est(0.95, 0.9, 0.99)))
+    assert verdicts.sentence("x", "TPOT", possibly) == (
+        "x is slower than the baseline at 1 (TPOT 0.95× [0.90, 0.99] at 1, possibly by less than the 2% margin)."
+    )
+    # Upper bound 0.98 = 1 - 0.02: the loss is at least the margin, no flag.
+    edge = _cells((1, _est(0.9, 0.8, 0.98)))
+    assert verdicts.sentence("x", "TPOT", edge) == "x is slower than the baseline at 1 (TPOT 0.90× [0.80, 0.98] at 1)."
 
 
 def test_sentence_without_verdicts_says_why():
@@ -100,8 +181,9 @@ def test_sentence_without_verdicts_says_why():
     assert text.startswith("x has too few repetitions to call (fewer than 3 blocks) at 1 (TPOT 1.25× [")
     assert "; at 4 it has no paired measurements;" in text
     assert text.endswith(
-        "at 8 it has no verdict: the arm and the baseline failed different numbers of requests "
-        "(TPOT 1.20× [1.10, 1.30] at 8)."
+        "at 8 it has no verdict: the arm and the baseline failed their requests at different rates (failed / sent "
+        "over the blocks both ran, Fisher's exact test p < 0.05), and dropping failures favours the side that fails "
+        "its slowest requests (TPOT 1.20× [1.10, 1.30] at 8)."
     )
     assert verdicts.sentence("x", "TPOT", []) == "x: no TPOT measurements to compare with the baseline."
 
@@ -167,6 +249,11 @@ def test_small_gain_flag_at_one_level_and_at_the_margins_edge():
     # Lower bound 1.02 = 1 + 0.02: the gain is at least the margin, no flag.
     edge = _cells((1, _est(1.1, 1.02, 1.2)))
     assert verdicts.sentence("x", "TPOT", edge) == "x is faster than the baseline at 1 (TPOT 1.10× [1.02, 1.20] at 1)."
+    # Upper bound 1.02 = 1 + 0.02: inside (1, 1 + m], shown to be less than the margin.
+    inside = _cells((1, _est(1.01, 1.001, 1.02)))
+    assert verdicts.sentence("x", "TPOT", inside) == (
+        "x is faster than the baseline at 1 (TPOT 1.010× [1.001, 1.020] at 1, by less than the 2% margin)."
+    )
 
 
 def test_hopeless_spread_sentence_in_full():

@@ -10,6 +10,7 @@ from html.parser import HTMLParser
 
 import pytest
 from django.db import connection
+from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
@@ -521,3 +522,23 @@ def test_protocol_shows_one_server_command_per_arm_whatever_port_each_server_too
     ]
     assert rows["replicate"].speculative_config_json == ""  # plain decoding, like the baseline
     assert rows["n-gram k=4"].speculative_config_json.startswith('{"method": "ngram"')
+
+
+def test_the_per_request_tpot_speedup_is_shown_where_it_differs_from_the_pooled_one(logged_in_client, finished):
+    # Outputs of equal length: the two TPOT speedups agree, and only their definitions are shown.
+    html = _page(logged_in_client, finished)
+    assert "total decode time / total decode tokens" in html
+    assert 'id="table-tpot-estimands"' not in html
+    # The baseline's first five prompts become long (256 decode tokens) and three times slower a
+    # token: pooled per token they weigh far more than one request each.
+    long_prompts = RequestRecord.objects.filter(
+        run__experiment=finished, run__arm__label="baseline", prompt_index__lt=5
+    )
+    long_prompts.update(output_tokens=257, tpot_ms=F("tpot_ms") * 3, server_tpot_ms=F("server_tpot_ms") * 3)
+    estimands = experiment_analyse(experiment=finished).series["tpot_estimands"]
+    differing = [row for row in estimands["cells"] if row["differs"]]
+    assert estimands["differing"] == len(differing) > 0
+    rows = _tables(_page(logged_in_client, finished))["table-tpot-estimands"][1:]
+    assert [row[:3] for row in rows] == [[r["arm"], str(r["level"]), r["metric_name"]] for r in differing]
+    for row, stored in zip(rows, differing, strict=True):
+        assert [float(row[3]), float(row[4])] == [stored["pooled"]["point"], stored["per_request"]["point"]]
