@@ -321,7 +321,7 @@ def run_sequential(experiment: Experiment, shape: Shape, design: sequential.Desi
         runs += [run for run in experiment.runs[block] if run.arm in running]
         minutes += sum(experiment.minutes[(block, arm)] for arm in running)
         decided = decisions(runs, shape, design, final=False, metric=metric)
-        if not decided.open:
+        if not decided.unsettled:
             break
         running = {BASELINE, REPLICATE, *decided.open_arms()}
     return Result(decisions(runs, shape, design, final=True, metric=metric), block, minutes)

@@ -212,6 +212,7 @@ def form_data(arms=(NGRAM_ARM_FORM,), **overrides) -> dict:
         "concurrency_levels": "1, 4",
         "repetitions": "2",
         "server_per_block": "on",
+        "sequential": "on",
         "equivalence_margin": "2",
         "warmup_requests": "2",
         "request_rate": "",

@@ -58,9 +58,9 @@ def next_step(experiment: Experiment, decided: question.QuestionDecisions) -> St
     the blocks run so far (experiments/analysis/primary.py, final=False)."""
     blocks_run = experiment.runs.aggregate(last=Max("repetition"))["last"] or 0
     used = device_minutes(experiment)
-    if not experiment.sequential:
+    if not experiment.adds_blocks:
         return Step(blocks_run, used, stop=FIXED)
-    if not decided.open:
+    if not decided.unsettled:
         return Step(blocks_run, used, stop=SETTLED)
     if blocks_run >= experiment.repetitions:
         return Step(blocks_run, used, stop=MAXIMUM)

@@ -46,7 +46,7 @@ def with_decisions(
     ]
 
 
-def _why(decision: sequential.Decision, design: sequential.Design, stop: str) -> str:
+def _why(decision: question.Decision, design: sequential.Design, stop: str) -> str:
     """Why a primary cell stopped where it did, as the page says it."""
     d = decision
     lo, hi = d.equivalence_interval or (None, None)
@@ -72,12 +72,13 @@ def _why(decision: sequential.Decision, design: sequential.Design, stop: str) ->
     return verdicts.NO_CALL_REASON.get(d.outcome, d.outcome)
 
 
-def _cell_json(decision: sequential.Decision, design: sequential.Design, stop: str, labels: dict[int, str]) -> dict:
+def _cell_json(decision: question.Decision, design: sequential.Design, stop: str, labels: dict[int, str]) -> dict:
     arm, level = decision.key
     estimate = decision.estimate
     return {
         "arm_id": arm, "arm": labels.get(arm, ""), "level": level, "outcome": decision.outcome,
-        "figure": verdicts.figure(estimate), "confidence": decision.confidence, "blocks": decision.blocks,
+        "figure": verdicts.figure(estimate), "confidence": decision.confidence,
+        "confidence_percent": f"{decision.confidence:.1%}", "blocks": decision.blocks,
         "p_value": decision.p_value, "why": _why(decision, design, stop),
     }  # fmt: skip
 

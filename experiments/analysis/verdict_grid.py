@@ -4,7 +4,7 @@ the grid (an arm at a level with its stored estimate)."""
 
 from dataclasses import dataclass
 
-from experiments.measurement import stats, verdicts
+from experiments.measurement import sequential, stats, verdicts
 from experiments.models import SpeedupEstimate
 
 SPEEDUP_METRICS = (
@@ -21,7 +21,11 @@ OUTCOME_STYLE = {
     verdicts.SLOWER: ("▼", "slower"),
     verdicts.EQUIVALENT: ("=", "equivalent"),
     verdicts.INCONCLUSIVE: ("?", "inconclusive"),
+    sequential.NOT_WORTH_IT: ("≤", "not worth it"),
+    sequential.OPEN: ("…", "open"),
 }
+# The words that settle a cell: the per-cell words, and a primary cell's "not worth it".
+SETTLED_WORDS = (*verdicts.CALLS, sequential.NOT_WORTH_IT)
 
 
 @dataclass(frozen=True)
@@ -41,7 +45,25 @@ class GridCell:
 
     @property
     def is_call(self) -> bool:
-        return self.outcome in verdicts.CALLS
+        return self.outcome in SETTLED_WORDS or self.outcome == sequential.OPEN
+
+    @property
+    def primary(self) -> bool:
+        """A cell of the experiment's question: its word holds the family-wise error at 5 %."""
+        return bool(self.estimate and self.estimate.primary)
+
+    @property
+    def unadjusted(self) -> bool:
+        """A faster or slower word outside the question: tested alone, at 95 %."""
+        return not self.primary and self.outcome in (verdicts.FASTER, verdicts.SLOWER)
+
+    @property
+    def confidence_label(self) -> str:
+        """The interval's confidence when it is not the usual 95 %: e.g. "98.8 %"."""
+        e = self.estimate
+        if e is None or round(e.confidence, 4) == stats.CONFIDENCE:
+            return ""
+        return f"{e.confidence:.1%}"
 
     @property
     def reason(self) -> str:

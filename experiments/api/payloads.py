@@ -86,6 +86,8 @@ def _speedup(estimate: SpeedupEstimate) -> dict:
         "outcome": estimate.outcome, "n_blocks": estimate.n_repetitions, "n_pairs": estimate.n_pairs,
         "block_ratios": estimate.block_ratios, "note": estimate.note,
         "failed_arm": estimate.failed_arm, "failed_baseline": estimate.failed_baseline,
+        "primary": estimate.primary, "confidence": estimate.confidence, "p_value": estimate.p_value,
+        "equivalence_low": estimate.equivalence_low, "equivalence_high": estimate.equivalence_high,
     }  # fmt: skip
 
 
@@ -129,6 +131,7 @@ def results_payload(experiment: Experiment) -> dict:
         "arms": [arm_payload(arm) for arm in experiment.arms.order_by("position")],
         "summaries": [_summary(cell) for cell in block.cells] if block else [],
         "speedups": [_speedup(estimate) for estimate in speedups] if analysis else [],
+        "question": series.get("question"),
         "verdicts": [_verdict(row) for row in analysis.verdicts] if analysis else [],
         "acceptance_by_position": [_acceptance(p) for p in block.acceptance] if block else [],
         "fidelity": analysis.fidelity if analysis else [],

@@ -35,7 +35,7 @@ def _spec_field(name: str, field: forms.Field) -> serializers.Field:
     """The serializer field documenting one form field; optional, since an omitted field takes
     the form's initial value."""
     common: _SpecFieldOptions = {"required": False, "help_text": str(field.help_text or field.label or name)}
-    if name == "concurrency_levels":
+    if name in ("concurrency_levels", "primary_levels"):
         return serializers.ListField(child=serializers.IntegerField(min_value=1), **common)
     if name == "synthetic_sweep":
         return serializers.ListField(child=serializers.FloatField(min_value=1), **common)
@@ -179,13 +179,64 @@ class SpeedupSerializer(serializers.Serializer):
     note = serializers.CharField()
     failed_arm = serializers.IntegerField()
     failed_baseline = serializers.IntegerField()
+    primary = serializers.BooleanField(
+        help_text="A cell of the experiment's question: its word holds the family-wise error at 5 % (docs/verdicts.md)."
+    )
+    confidence = serializers.FloatField(
+        help_text="The confidence of ci_low..ci_high: 0.95, or for a primary cell the level its word was tested at."
+    )
+    p_value = serializers.FloatField(allow_null=True, help_text="A primary cell's t-test p-value at its deciding look.")
+    equivalence_low = serializers.FloatField(allow_null=True, help_text="A primary cell's equivalence interval.")
+    equivalence_high = serializers.FloatField(allow_null=True)
+
+
+class QuestionCellSerializer(serializers.Serializer):
+    arm_id = serializers.IntegerField()
+    arm = serializers.CharField()
+    level = serializers.IntegerField()
+    outcome = serializers.CharField(
+        help_text="faster, slower, equivalent, not worth it, open, inconclusive, or why there is no call."
+    )
+    figure = serializers.CharField()
+    confidence = serializers.FloatField()
+    confidence_percent = serializers.CharField()
+    blocks = serializers.IntegerField(help_text="The blocks the word rests on (up to the look that settled it).")
+    p_value = serializers.FloatField(allow_null=True)
+    why = serializers.CharField()
+
+
+class QuestionSerializer(serializers.Serializer):
+    metric = serializers.CharField()
+    metric_label = serializers.CharField()
+    levels = serializers.ListField(child=serializers.IntegerField())
+    sequential = serializers.BooleanField()
+    max_blocks = serializers.IntegerField()
+    looks = serializers.ListField(child=serializers.IntegerField())
+    blocks_run = serializers.IntegerField()
+    device_minutes = serializers.FloatField()
+    budget = serializers.FloatField(allow_null=True)
+    stop = serializers.CharField(help_text="settled, maximum, budget or fixed.")
+    stop_sentence = serializers.CharField()
+    cells = QuestionCellSerializer(many=True)
+    replicate_cells = QuestionCellSerializer(many=True)
+    open = serializers.ListField(child=serializers.CharField())
 
 
 BreakEvenSerializer = _numbers(
     "BreakEven",
     ("level", "lo", "hi"),
     partial(serializers.FloatField, allow_null=True),
-    {"state": serializers.CharField()},
+    {
+        "state": serializers.CharField(
+            help_text="crosses, pays at every measured level (faster at each), pays at no measured level "
+            "(slower at each), not settled or not estimable (docs/verdicts.md, “Break-even”)."
+        ),
+        "reason": serializers.CharField(
+            required=False,
+            help_text="Why it is not settled (each level's call: faster, slower, open) or not estimable; "
+            "empty otherwise. Absent from analyses stored before the states needed intervals.",
+        ),
+    },
 )
 
 
@@ -304,6 +355,9 @@ class ResultsSerializer(serializers.Serializer):
     arms = ArmSerializer(many=True)
     summaries = SummaryCellSerializer(many=True)
     speedups = SpeedupSerializer(many=True)
+    question = QuestionSerializer(
+        allow_null=True, help_text="The experiment's question and where each primary cell stands; null before analysis."
+    )
     verdicts = VerdictSerializer(many=True)
     acceptance_by_position = AcceptanceSerializer(many=True)
     fidelity = serializers.ListField(child=serializers.DictField())

@@ -158,9 +158,10 @@ def spec_from_experiment(experiment: Experiment) -> dict:
     spec = {
         name: _json_value(ExperimentForm.base_fields[name], value)
         for name, value in prefill.experiment_data(experiment).items()
-        if name != "concurrency_levels"
+        if name not in ("concurrency_levels", "primary_levels")
     }
     spec["concurrency_levels"] = sorted(experiment.concurrency_levels)
+    spec["primary_levels"] = sorted(experiment.primary_levels)
     arm_fields = ArmForm.base_fields
     spec[ARMS_KEY] = [
         {name: _list_value(name, value) for name, value in row.items() if value != "" and name in arm_fields}

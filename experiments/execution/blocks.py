@@ -48,7 +48,7 @@ def first_blocks_queue(*, experiment: Experiment) -> list[Run]:
 def block_queue(*, experiment: Experiment, block: int, arm_ids: set[int]) -> list[Run]:
     """One more block of a sequential design, for the arms in `arm_ids` (their own servers:
     a synthetic acceptance sweep and the draft calibration ran in the first blocks only)."""
-    if not experiment.sequential or block > experiment.repetitions:
+    if not experiment.adds_blocks or block > experiment.repetitions:
         raise ValueError(f"experiment {experiment.id} has no block {block} to add")
     if experiment.runs.filter(repetition=block).exists():
         raise ValueError(f"block {block} of experiment {experiment.id} is queued already")

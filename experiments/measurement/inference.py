@@ -164,10 +164,12 @@ def speedup_cells(
 
 
 def break_evens(cells: Sequence[CellResult]) -> dict[tuple[int, str], stats.BreakEven]:
-    """{(arm, metric): break-even} over the levels of each arm and metric."""
-    rows: dict[tuple[int, str], list[tuple[int, stats.RatioEstimate, bool]]] = defaultdict(list)
+    """{(arm, metric): break-even} over the levels of each arm and metric, from the levels'
+    verdicts: a level without one (too few blocks, failures differ, …) is open."""
+    rows: dict[tuple[int, str], list[stats.LevelCall]] = defaultdict(list)
     for cell in cells:
-        rows[(cell.arm, cell.metric)].append((cell.level, cell.estimate, cell.outcome == verdicts.FASTER))
+        faster, slower = cell.outcome == verdicts.FASTER, cell.outcome == verdicts.SLOWER
+        rows[(cell.arm, cell.metric)].append(stats.LevelCall(cell.level, cell.estimate, faster, slower))
     return {key: stats.break_even(level_rows) for key, level_rows in rows.items()}
 
 
@@ -178,15 +180,22 @@ def break_evens(cells: Sequence[CellResult]) -> dict[tuple[int, str], stats.Brea
 class FidelityCell:
     """How often an arm's output equals the baseline's for the same prompt in the same block.
 
-    `divergence_at` lists, for the outputs that differ, the index of the first differing
-    token; `p_more_than_replicate` is the one-sided Fisher p-value that the arm differs
-    more often than the A/A replicate (None for the replicate itself or without one).
+    `compared` and `identical` count outputs (prompt × block); `prompts` counts the prompts
+    compared in at least one block and `prompts_differing` those whose output differed from
+    the baseline's in at least one of them. The prompt is the unit of the test: a prompt whose
+    output is fragile under batch-dependent numerics differs in every block or in none, so its
+    blocks are not independent samples. `divergence_at` lists, for the outputs that differ,
+    the index of the first differing token; `p_more_than_replicate` is the one-sided Fisher
+    p-value, on prompts, that the arm's differ more often than the A/A replicate's (None for
+    the replicate itself or without one).
     """
 
     arm: int
     level: int
     compared: int
     identical: int
+    prompts: int
+    prompts_differing: int
     divergence_at: tuple[int, ...]
     p_more_than_replicate: float | None = None
 
@@ -203,18 +212,41 @@ class FidelityCell:
         return self.p_more_than_replicate is not None and self.p_more_than_replicate < FIDELITY_WARN_P
 
 
-def _compare_outputs(base_runs: dict[int, RunData], arm_runs: dict[int, RunData]) -> tuple[int, int, list[int]]:
-    compared, identical, divergence = 0, 0, []
+@dataclass
+class _Comparison:
+    """Outputs of one side compared with the baseline's at one level."""
+
+    compared: int = 0
+    identical: int = 0
+    divergence: list[int] = field(default_factory=list)
+    prompts: set[int] = field(default_factory=set)
+    differing: set[int] = field(default_factory=set)
+
+    def diverges_more(self, reference: "_Comparison") -> float | None:
+        """The test on prompts (stats.diverges_more) against the replicate's comparison."""
+        return stats.diverges_more(
+            len(self.differing), len(self.prompts), len(reference.differing), len(reference.prompts)
+        )
+
+    def cell(self, arm: int, level: int, p: float | None) -> FidelityCell:
+        counts = (self.compared, self.identical, len(self.prompts), len(self.differing))
+        return FidelityCell(arm, level, *counts, tuple(self.divergence), p)
+
+
+def _compare_outputs(base_runs: dict[int, RunData], arm_runs: dict[int, RunData]) -> _Comparison:
+    result = _Comparison()
     for block in sorted(base_runs.keys() & arm_runs.keys()):
         base_outputs, arm_outputs = base_runs[block].outputs, arm_runs[block].outputs
         for prompt in sorted(base_outputs.keys() & arm_outputs.keys()):
             at = stats.first_divergence(base_outputs[prompt], arm_outputs[prompt])
-            compared += 1
+            result.compared += 1
+            result.prompts.add(prompt)
             if at is None:
-                identical += 1
+                result.identical += 1
             else:
-                divergence.append(at)
-    return compared, identical, divergence
+                result.divergence.append(at)
+                result.differing.add(prompt)
+    return result
 
 
 def fidelity_cells(
@@ -222,10 +254,12 @@ def fidelity_cells(
 ) -> list[FidelityCell]:
     """Per arm (the replicate included) and level, outputs compared with the baseline's.
 
-    Meaningful at temperature 0 only: the caller decides. The replicate, run exactly like
-    the baseline, shows how often outputs differ without speculation (batch-dependent
-    numerics can change greedy outputs); an arm that differs clearly more often than it
-    (Fisher's exact test, p < FIDELITY_WARN_P) is flagged.
+    Meaningful at temperature 0 only: the caller decides. Speculative decoding is lossless
+    up to the precision of the hardware's numerics (vLLM's wording), so even at temperature 0
+    a few outputs may differ through batch-dependent numerics; the replicate, run exactly like
+    the baseline, shows how often that happens without speculation. An arm whose prompts
+    differ clearly more often than the replicate's (Fisher's exact test on prompts, p <
+    FIDELITY_WARN_P) is flagged.
     """
     cells = _by_cell(runs)
     results = []
@@ -234,15 +268,10 @@ def fidelity_cells(
         # Without a replicate (or its runs) nothing is compared, and diverges_more gives None.
         # (None, level) finds no cell; the stubs give dict.get's key the dict's key type, which get does not need.
         replicate_runs = cells.get((replicate, level), {})  # type: ignore[arg-type]
-        ref_compared, ref_identical, _ = _compare_outputs(base_runs, replicate_runs)
+        reference = _compare_outputs(base_runs, replicate_runs)
         for arm in arms:
-            compared, identical, divergence = _compare_outputs(base_runs, cells.get((arm, level), {}))
-            p = (
-                stats.diverges_more(compared - identical, compared, ref_compared - ref_identical, ref_compared)
-                if arm != replicate
-                else None
-            )
-            results.append(FidelityCell(arm, level, compared, identical, tuple(divergence), p))
+            own = _compare_outputs(base_runs, cells.get((arm, level), {}))
+            results.append(own.cell(arm, level, own.diverges_more(reference) if arm != replicate else None))
     return results
 
 

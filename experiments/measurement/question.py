@@ -11,6 +11,9 @@ from dataclasses import dataclass
 
 from experiments.measurement import inference, sequential, verdicts
 
+CellKey = tuple[int, int]  # (arm, level)
+Decision = sequential.Decision[CellKey]
+
 
 @dataclass(frozen=True)
 class Question:
@@ -27,24 +30,26 @@ class QuestionDecisions:
     """The decisions on the candidates' primary cells (one family) and on the A/A
     replicate's (a family of its own: a check of the host, not a candidate)."""
 
-    candidates: list[sequential.Decision]
-    replicate: list[sequential.Decision]
+    candidates: list[Decision]
+    replicate: list[Decision]
 
     @property
-    def open(self) -> bool:
-        return sequential.needs_another_block(self.candidates)
+    def unsettled(self) -> bool:
+        """Some candidate cell is open, or ended inconclusive: more blocks could settle it."""
+        return any(d.outcome in (sequential.OPEN, sequential.INCONCLUSIVE) for d in self.candidates)
 
-    def by_key(self) -> dict:
+    def by_key(self) -> dict[CellKey, Decision]:
         """{(arm, level): decision} over both families."""
         return {decision.key: decision for decision in (*self.candidates, *self.replicate)}
 
-    def for_cell(self, arm: int, level: int, metric: str, primary_metric: str) -> sequential.Decision | None:
+    def for_cell(self, arm: int, level: int, metric: str, primary_metric: str) -> Decision | None:
         """The decision on a cell when it is a primary one, else None."""
         return self.by_key().get((arm, level)) if metric == primary_metric else None
 
     def open_arms(self) -> list[int]:
-        """The arms with a primary cell still open, in arm order of first appearance."""
-        return list(dict.fromkeys(d.key[0] for d in self.candidates if d.open))
+        """The arms with a primary cell not settled, in arm order of first appearance."""
+        unsettled = (sequential.OPEN, sequential.INCONCLUSIVE)
+        return list(dict.fromkeys(d.key[0] for d in self.candidates if d.outcome in unsettled))
 
 
 def _blocked(cell: inference.CellResult) -> str | None:
@@ -58,7 +63,7 @@ def _blocked(cell: inference.CellResult) -> str | None:
 def primary_cells(
     runs: Sequence[inference.RunData], cells: Sequence[inference.CellResult], *, baseline: int, arms: Sequence[int],
     question: Question,
-) -> list[sequential.PrimaryCell]:  # fmt: skip
+) -> list[sequential.PrimaryCell[CellKey]]:  # fmt: skip
     """The arms' cells on the question's metric at its levels, with their block ratios by
     block number (the looks replay blocks in order)."""
     by_key = {(c.arm, c.level): c for c in cells if c.metric == question.metric}
@@ -80,8 +85,10 @@ def question_decisions(
     any run). `cells` are inference.speedup_cells' results over the same runs."""
     blocks_run = max((run.block for run in runs), default=0)
 
-    def family(arms: Sequence[int]) -> list[sequential.Decision]:
+    def family(arms: Sequence[int], *, futility: bool) -> list[Decision]:
         primary = primary_cells(runs, cells, baseline=baseline, arms=arms, question=question)
-        return sequential.decide(primary, question.design, blocks_run=blocks_run, final=final)
+        return sequential.decide(primary, question.design, blocks_run=blocks_run, final=final, futility=futility)
 
-    return QuestionDecisions(family(candidates), family([replicate]) if replicate is not None else [])
+    # The replicate is no candidate: "not worth it" means nothing for it.
+    replicated = family([replicate], futility=False) if replicate is not None else []
+    return QuestionDecisions(family(candidates, futility=True), replicated)

@@ -33,6 +33,7 @@ import math
 import statistics
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import numpy as np
 from scipy import stats as scipy_stats
@@ -53,6 +54,8 @@ NOT_WORTH_IT = "not worth it"
 INCONCLUSIVE = "inconclusive"
 OPEN = "open"
 SETTLED = (FASTER, SLOWER, EQUIVALENT, NOT_WORTH_IT)
+
+K = TypeVar("K", bound=Hashable)  # what names a cell: (arm, level) on the page
 
 
 @dataclass(frozen=True)
@@ -79,18 +82,18 @@ class Design:
 
 
 @dataclass(frozen=True)
-class PrimaryCell:
+class PrimaryCell(Generic[K]):
     """One primary cell's block ratios by block number, or why it cannot be called
     (a no-call reason of experiments/measurement/verdicts.py: no data, failures differ,
     stream distorted, not applicable)."""
 
-    key: Hashable
+    key: K
     ratios: Mapping[int, float]
     blocked: str | None = None
 
 
 @dataclass(frozen=True)
-class Decision:
+class Decision(Generic[K]):
     """Where a primary cell stands.
 
     `outcome` is one of SETTLED, OPEN (more blocks may settle it), INCONCLUSIVE (the
@@ -100,7 +103,7 @@ class Decision:
     p-value of no effect at that look.
     """
 
-    key: Hashable
+    key: K
     outcome: str
     estimate: RatioEstimate
     confidence: float
@@ -134,6 +137,7 @@ def _null_min_p(looks: tuple[int, ...]) -> np.ndarray:
     return np.sort(smallest)
 
 
+@functools.cache
 def nominal_level(alpha: float, looks: tuple[int, ...]) -> float:
     """The p-level every look uses so that, under no effect, the chance of a call at any
     look is alpha (Pocock's constant boundary, calibrated by simulating the t statistics).
@@ -175,13 +179,13 @@ def _equivalence_interval(look: _Look, design: Design) -> tuple[float, float] | 
     return interval.interval.lo, interval.interval.hi
 
 
-def _settled_otherwise(interval: tuple[float, float] | None, design: Design) -> str | None:
+def _settled_otherwise(interval: tuple[float, float] | None, design: Design, *, futility: bool) -> str | None:
     if interval is None:
         return None
     lo, hi = interval
     if 1 - design.margin <= lo and hi <= 1 + design.margin:
         return EQUIVALENT
-    if hi < 1 + design.worthwhile_gain:
+    if futility and hi < 1 + design.worthwhile_gain:
         return NOT_WORTH_IT
     return None
 
@@ -189,7 +193,7 @@ def _settled_otherwise(interval: tuple[float, float] | None, design: Design) -> 
 # ---------------------------------------------------------------- the family over the looks
 
 
-def _decision(key: Hashable, look: _Look, outcome: str, confidence: float, design: Design) -> Decision:
+def _decision(key: K, look: _Look, outcome: str, confidence: float, design: Design) -> Decision[K]:
     estimate = look.estimate
     if estimate.n_blocks >= 2:
         estimate = block_interval(estimate.block_ratios, confidence=confidence)
@@ -197,15 +201,15 @@ def _decision(key: Hashable, look: _Look, outcome: str, confidence: float, desig
     return Decision(key, outcome, estimate, confidence, look.estimate.n_blocks, look.p_value, interval)
 
 
-def _holm_calls(looks: dict[Hashable, _Look], open_keys: list[Hashable], family: int, design: Design) -> dict:
+def _holm_calls(looks: dict[K, _Look], open_keys: list[K], family: int, design: Design) -> dict[K, tuple[str, float]]:
     """Holm's step-down at one look: {key: (direction, level it passed)} for the cells
     called faster or slower. `family` counts the cells not called before this look."""
-    called: dict[Hashable, tuple[str, float]] = {}
-    ranked = sorted((k for k in open_keys if looks[k].p_value is not None), key=lambda k: looks[k].p_value)
+    called: dict[K, tuple[str, float]] = {}
+    tested = {key: p for key in open_keys if (p := looks[key].p_value) is not None}
+    ranked = sorted(tested, key=lambda key: tested[key])
     for key in ranked:
         level = nominal_level(design.alpha / (family - len(called)), design.looks)
-        p_value = looks[key].p_value
-        if p_value is None or p_value > level:
+        if tested[key] > level:
             break
         point = looks[key].estimate.point or 1.0
         called[key] = (FASTER if point > 1 else SLOWER, level)
@@ -221,13 +225,16 @@ def _looks_taken(design: Design, blocks_run: int, final: bool) -> list[int]:
     return taken
 
 
-def decide(cells: Sequence[PrimaryCell], design: Design, *, blocks_run: int, final: bool) -> list[Decision]:
+def decide(
+    cells: Sequence[PrimaryCell[K]], design: Design, *, blocks_run: int, final: bool, futility: bool = True
+) -> list[Decision[K]]:
     """The decision on every primary cell after `blocks_run` blocks, replaying the looks.
 
     `final`: no more blocks will run (the experiment stopped), so a cell still open is
-    inconclusive, or has too few blocks when no look was reached.
+    inconclusive, or has too few blocks when no look was reached. `futility`: a cell may stop
+    as not worth it (not for the A/A replicate, which is no candidate for deployment).
     """
-    decided: dict[Hashable, Decision] = {}
+    decided: dict[K, Decision[K]] = {}
     for cell in cells:
         if cell.blocked is not None:
             decided[cell.key] = _decision(cell.key, _look(cell.ratios, blocks_run), cell.blocked, 0.95, design)
@@ -243,7 +250,7 @@ def decide(cells: Sequence[PrimaryCell], design: Design, *, blocks_run: int, fin
                 direction, level = calls[key]
                 decided[key] = _decision(key, look, direction, 1 - level, design)
                 continue
-            otherwise = _settled_otherwise(_equivalence_interval(look, design), design)
+            otherwise = _settled_otherwise(_equivalence_interval(look, design), design, futility=futility)
             if otherwise is not None:
                 decided[key] = _decision(key, look, otherwise, _family_confidence(design, family - called), design)
     still = _unsettled_outcome(design, blocks_run, final=final, looked=bool(taken))
@@ -268,6 +275,6 @@ def _family_confidence(design: Design, unrejected: int) -> float:
     return 1 - nominal_level(design.alpha / max(1, unrejected), design.looks)
 
 
-def needs_another_block(decisions: Sequence[Decision]) -> bool:
+def needs_another_block(decisions: Sequence[Decision[K]]) -> bool:
     """Whether any primary cell is still open."""
     return any(decision.open for decision in decisions)

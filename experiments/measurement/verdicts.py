@@ -147,6 +147,9 @@ _VERB = {
     SLOWER: "is slower than the baseline",
     EQUIVALENT: "is equivalent to the baseline",
     INCONCLUSIVE: "is inconclusive",
+    # A primary cell's words beyond these four (experiments/measurement/sequential.py).
+    "not worth it": "is not worth deploying (shown to gain less than the smallest gain worth it)",
+    "open": "is still open (more blocks are due)",
 }
 
 
@@ -258,9 +261,10 @@ def noise_floor_sentence(metric_name: str, cells: Sequence[Cell]) -> str:
     if called:
         where = ", ".join(f"{cell.outcome} at {cell.level}" for cell in called)
         text += (
-            f" It was called {where} although nothing differs from the baseline: a false call, which a 95% "
-            "interval makes in about one cell in twenty by chance, and more often when the host's load changes "
-            f"during the experiment. The other arms' {metric_name} verdicts here are no surer than that: "
-            "repeat the experiment with more blocks, on a quieter host, before acting on them."
+            f" It was called {where} although nothing differs from the baseline: a false call, which chance "
+            "alone makes now and then (on the question's metric in at most 5% of experiments of this design, on "
+            "another metric's unadjusted words in about one cell in twenty), and more often when the host's load "
+            f"changes during the experiment. The other arms' {metric_name} verdicts here are no surer than that: "
+            "see the warnings on whether this host's spread was out of line."
         )
     return text

@@ -43,7 +43,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='experiment',
             name='worthwhile_gain',
-            field=models.FloatField(default=0.05, help_text='Smallest gain worth deploying, as a fraction: an arm shown to gain less stops as not worth it.'),
+            field=models.FloatField(default=0.07, help_text='Smallest gain worth deploying, as a fraction: an arm shown to gain less stops as not worth it.'),
         ),
         migrations.AddField(
             model_name='speedupestimate',
@@ -73,7 +73,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='experiment',
             name='repetitions',
-            field=models.PositiveSmallIntegerField(default=8, help_text='Blocks: in each, every arm runs once, on its own server, in a random order. With a sequential design, the most blocks the experiment may run.'),
+            field=models.PositiveSmallIntegerField(default=12, help_text='Blocks: in each, every arm runs once, on its own server, in a random order. With a sequential design, the most blocks the experiment may run.'),
         ),
         migrations.AddConstraint(
             model_name='experiment',

@@ -113,7 +113,7 @@ class Experiment(models.Model):
 
     concurrency_levels = ArrayField(models.PositiveIntegerField())
     repetitions = models.PositiveSmallIntegerField(
-        default=8,
+        default=12,
         help_text="Blocks: in each, every arm runs once, on its own server, in a random order. With a sequential "
         "design, the most blocks the experiment may run.",
     )
@@ -149,7 +149,7 @@ class Experiment(models.Model):
         "maximum (repetitions) is reached (experiments/measurement/sequential.py). Off: every block runs.",
     )
     worthwhile_gain = models.FloatField(
-        default=0.05,
+        default=0.07,
         help_text="Smallest gain worth deploying, as a fraction: an arm shown to gain less stops as not worth it.",
     )
     max_device_minutes = models.FloatField(
@@ -263,11 +263,17 @@ class Experiment(models.Model):
         return sorted(self.primary_levels or self.concurrency_levels)
 
     @property
+    def adds_blocks(self) -> bool:
+        """Blocks are added one at a time: a sequential design, on a fresh server per arm and
+        block (with one server per arm the arms do not interleave, so every block runs)."""
+        return self.sequential and self.server_per_block
+
+    @property
     def question(self) -> Question:
         """What the experiment asked and how its blocks are spent on it (experiments/measurement/question.py)."""
         design = Design(
             max_blocks=self.repetitions,
-            sequential=self.sequential,
+            sequential=self.adds_blocks,
             margin=self.equivalence_margin,
             worthwhile_gain=self.worthwhile_gain,
         )
@@ -277,7 +283,7 @@ class Experiment(models.Model):
     def first_blocks(self) -> int:
         """The blocks queued at submission: with blocks added until settled, those before the
         first look; else every block."""
-        return min(FIRST_LOOK, self.repetitions) if self.sequential else self.repetitions
+        return min(FIRST_LOOK, self.repetitions) if self.adds_blocks else self.repetitions
 
     def protocol_warnings(self) -> list[str]:
         """The benchmarking traps (README, "Metrics") that the settings alone walk into."""

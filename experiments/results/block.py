@@ -127,6 +127,7 @@ class Results:
     analysis: ExperimentAnalysis | None
     slos: list[str]  # the SLOs set, e.g. "TPOT ≤ 50 ms"; goodput is shown only with some
     margin: float = 0.02
+    primary_metric: str = "server_tpot"
     capacity_rows: Sequence[capacity.CapacityRow] = ()  # experiments/analysis/capacity.py, per compared arm and level
 
     @property
@@ -168,8 +169,19 @@ class Results:
         return {(s.arm_id, s.concurrency, s.metric): s for s in self.speedups}
 
     @property
+    def question(self) -> dict:
+        """The experiment's question and where each primary cell stands (analysis/primary.py)."""
+        return self.analysis.series.get("question", {}) if self.analysis else {}
+
+    @property
+    def grid_metrics(self) -> list[str]:
+        """The verdict metrics, the question's first: the grid opens on it."""
+        metrics = [str(metric) for metric in SPEEDUP_METRICS]
+        return sorted(metrics, key=lambda metric: metric != self.primary_metric)
+
+    @property
     def grids(self) -> list[tuple[str, str, list[tuple[ArmStyle, list[GridCell]]]]]:
-        """Per verdict metric (value, name): the grid of arms × levels."""
+        """Per verdict metric (value, name), the question's first: the grid of arms × levels."""
         by_cell = self._by_cell()
         return [
             (
@@ -180,7 +192,7 @@ class Results:
                     for arm in self.compared_arms
                 ],
             )
-            for metric in SPEEDUP_METRICS
+            for metric in self.grid_metrics
         ]
 
     @property
@@ -455,6 +467,7 @@ def results_for_experiment(*, experiment: Experiment) -> Results | None:
         analysis=analysis,
         slos=experiment.slo_labels,
         margin=experiment.equivalence_margin,
+        primary_metric=experiment.primary_metric,
         capacity_rows=experiment_capacity(experiment, arms),
     )
 

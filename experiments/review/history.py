@@ -189,16 +189,19 @@ class Headline:
 
 
 def _rank(estimates: list[SpeedupEstimate]) -> tuple[int, float]:
-    """Levels called faster less levels called slower, then the geometric mean speedup."""
-    calls = sum(e.outcome == verdicts.FASTER for e in estimates) - sum(e.outcome == verdicts.SLOWER for e in estimates)
+    """Primary levels called faster less those called slower, then the geometric mean speedup.
+    Only the question's words count: a metric's unadjusted words would pick an arm by chance
+    in about one no-effect experiment in eight (docs/verdicts.md)."""
+    primary = [e for e in estimates if e.primary]
+    calls = sum(e.outcome == verdicts.FASTER for e in primary) - sum(e.outcome == verdicts.SLOWER for e in primary)
     points = [e.point for e in estimates if e.point]
     mean_log = sum(math.log(p) for p in points) / len(points) if points else -math.inf
     return calls, mean_log
 
 
 def headline(*, arms: list[Arm], levels: list[int], estimates: list[SpeedupEstimate]) -> Headline | None:
-    """The speculative arm (never the A/A replicate) called faster at the most levels, net of
-    those called slower, ties broken by its geometric mean speedup; None without estimates."""
+    """The speculative arm (never the A/A replicate) called faster at the most primary levels,
+    net of those called slower, ties broken by its geometric mean speedup; None without estimates."""
     by_arm = defaultdict(list)
     for estimate in estimates:
         by_arm[estimate.arm_id].append(estimate)
@@ -238,7 +241,7 @@ def history_rows(*, experiments: list[Experiment], metric: str) -> list[HistoryR
         arms[arm.experiment_id].append(arm)
     speedups = SpeedupEstimate.objects.filter(experiment_id__in=ids, metric=metric).only(
         "experiment_id", "arm_id", "concurrency", "point", "ci_low", "ci_high", "outcome", "failed_arm",
-        "failed_baseline",
+        "failed_baseline", "primary", "confidence",
     )  # fmt: skip
     for estimate in speedups:
         estimates[estimate.experiment_id].append(estimate)

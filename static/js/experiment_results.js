@@ -213,7 +213,14 @@
   function breakEvenSentence(metric) {
     const parts = speculative.map((arm) => {
       const even = breakEven(arm, metric);
-      if (!even || even.state === "not estimable") return `${arm.label}: not estimable`;
+      if (!even) return `${arm.label}: not estimable`;
+      // An analysis stored before the states needed intervals has no reason: its state as it was.
+      if (!("reason" in even) && even.state !== "crosses") return `${arm.label}: ${even.state}`;
+      const reason = even.reason ? ` (${even.reason})` : "";
+      if (even.state === "not estimable") return `${arm.label}: not estimable${reason}`;
+      if (even.state === "not settled") return `${arm.label}: not settled, no level called slower above one called faster${reason}`;
+      if (even.state === "pays at every measured level") return `${arm.label}: pays at every measured level (faster at each)`;
+      if (even.state === "pays at no measured level") return `${arm.label}: pays at no measured level (slower at each)`;
       if (even.state !== "crosses") return `${arm.label}: ${even.state}`;
       const lo = bound(even.lo, `below ${data.levels[0]}`);
       const hi = bound(even.hi, `above ${data.levels[data.levels.length - 1]}`);

@@ -130,7 +130,10 @@ def test_fields_left_out_take_the_forms_initial_values(api, celery_dispatch):
     assert response.status_code == 201, response.content
     experiment = Experiment.objects.get(pk=response.json()["id"])
     assert experiment.server_per_block is True
-    assert experiment.repetitions == 3
+    assert (experiment.repetitions, experiment.sequential, experiment.primary_metric) == (12, True, "server_tpot")
+    assert experiment.primary_levels == []
+    # Blocks added until settled: the first three are queued, the rest only if a primary cell is open.
+    assert sorted(set(experiment.runs.values_list("repetition", flat=True))) == [1, 2, 3]
     assert experiment.equivalence_margin == pytest.approx(0.02)
     assert experiment.max_tokens == 128
     assert experiment.arms.get(position=1).params == {"prompt_lookup_min": 2, "prompt_lookup_max": 4}

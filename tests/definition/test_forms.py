@@ -234,7 +234,9 @@ def test_exactly_enough_prompts_is_accepted():
 
 
 def test_design_options_are_stored_as_the_model_takes_them():
-    form, _ = bind(form_data(equivalence_margin="2.5", aa_replicate="on", server_per_block=None, repetitions="3"))
+    form, _ = bind(
+        form_data(equivalence_margin="2.5", aa_replicate="on", server_per_block=None, sequential=None, repetitions="3")
+    )
 
     assert form.is_valid(), form.errors
     fields = form.experiment_fields()
@@ -246,10 +248,10 @@ def test_the_forms_defaults_are_the_models_and_pass_the_forms_own_rules():
     unbound = ExperimentForm(user=UserFactory(username="alice"))
     initial = {name: unbound.get_initial_for_field(field, name) for name, field in unbound.fields.items()}
 
-    assert initial["repetitions"] == Experiment._meta.get_field("repetitions").default == 8
+    assert initial["repetitions"] == Experiment._meta.get_field("repetitions").default == 12
     assert initial["sequential"] is True
     assert initial["primary_metric"] == "server_tpot"
-    assert initial["worthwhile_gain"] == pytest.approx(5.0)
+    assert initial["worthwhile_gain"] == pytest.approx(7.0)
     assert initial["server_per_block"] is True
     assert initial["aa_replicate"] is False
     assert initial["equivalence_margin"] == pytest.approx(2.0)

@@ -23,7 +23,8 @@ from django.db.models import Sum
 from django.test import Client
 from django.urls import reverse
 
-from experiments.analysis import acceptance_sweep
+from experiments.analysis import acceptance_sweep, primary
+from experiments.analysis.services import load_runs
 from experiments.definition import services as definition
 from experiments.definition.services import ArmSpec
 from experiments.measurement import prediction
@@ -98,7 +99,6 @@ def _check_schedule_was_followed(experiment: Experiment) -> None:
     by_start = list(real.order_by("started_at").values_list("id", flat=True))
     scheduled = real.in_execution_order(server_per_block=experiment.server_per_block)
     assert by_start == list(scheduled.values_list("id", flat=True))
-    servers = experiment.repetitions if experiment.server_per_block else 1
     assert all(run.started_at < run.finished_at for run in real)
     folder = settings.DATA_DIR / "server-logs" / f"experiment-{experiment.id}"
     # One log per server; an earlier test database may have left logs under the same id.
@@ -107,7 +107,11 @@ def _check_schedule_was_followed(experiment: Experiment) -> None:
         for log in folder.glob("*.log")
         if log.stat().st_mtime >= experiment.created_at.timestamp() and "synthetic" not in log.name
     ]
-    assert len(logs) == experiment.arms.count() * servers
+    if experiment.server_per_block:
+        # A server per arm and block it ran in (a block added later runs only some arms).
+        assert len(logs) == real.values("arm", "repetition").distinct().count()
+    else:
+        assert len(logs) == experiment.arms.count()
 
 
 def _replicate_calls(experiment: Experiment) -> list[str]:
@@ -117,24 +121,59 @@ def _replicate_calls(experiment: Experiment) -> list[str]:
     return [f"{s.outcome} at {s.concurrency}: {s.block_ratios}" for s in rows if s.outcome in (FASTER, SLOWER)]
 
 
+def _check_blocks_were_added_as_decided(experiment: Experiment) -> None:
+    """A sequential experiment through the real worker: after block 3 it ran block 4 exactly
+    when the question's rule, replayed over the first three blocks, left a primary cell open,
+    for the baseline, the replicate and the open arms only, after block 3 had ended; and the
+    page's question says how many blocks it took and why it stopped."""
+    runs = load_runs(experiment)
+    after_three = primary.primary_decisions(experiment, [r for r in runs if r.block <= 3], final=False)
+    blocks_run = max(run.block for run in runs)
+    question = ExperimentAnalysis.objects.get(experiment=experiment).series["question"]
+    assert question["blocks_run"] == blocks_run
+    if not after_three.unsettled:
+        assert blocks_run == 3
+        assert question["stop"] == "settled"
+        return
+    assert blocks_run == 4
+    added = experiment.runs.filter(repetition=4)
+    expected = {"baseline", "baseline replicate (A/A)"} | {
+        experiment.arms.get(id=arm).label for arm in after_three.open_arms()
+    }
+    assert {run.arm.label for run in added} == expected
+    third_ended = max(experiment.runs.filter(repetition=3).values_list("finished_at", flat=True))
+    assert all(run.started_at > third_ended for run in added)
+    assert question["stop"] in ("settled", "maximum")
+    assert all(cell["outcome"] != "open" for cell in question["cells"])
+
+
 @MODELS_BUILT
 @pytest.mark.django_db(transaction=True)
 def test_an_aa_replicate_is_not_called_different_from_the_baseline(celery_worker_process, owner):
-    """Baseline and an identical replicate in 3 randomised blocks: the verdict must not call
-    them different, and the block order must be recorded and differ between blocks.
+    """Baseline, an identical replicate and an n-gram arm, blocks added until settled (at most 4):
+    the replicate must not be called different from the baseline, the block order must be
+    recorded and differ between blocks, and block 4 must run exactly when the question's rule
+    leaves a primary cell open after block 3 (the margins are set tiny, so that the n-gram
+    arm's cell is open unless its effect is large and steady).
 
-    A calibrated 95 % interval calls a no-effect difference in 5 % of experiments by design,
-    so one such call is answered with a second, independent experiment (another seed): a
-    design that is biased (one arm systematically first on a warm host, say) fails both,
-    while noise fails both in only 0.25 % of test runs.
+    The replicate's family is tested at 5 %, so a call is answered with a second, independent
+    experiment (another seed): a design that is biased (one arm systematically first on a warm
+    host, say) fails both, while noise fails both in only 0.25 % of test runs.
     """
-    fields = _fields(repetitions=3, aa_replicate=True, concurrency_levels=[2], num_prompts=8, max_tokens=24)
+    fields = _fields(
+        repetitions=4, sequential=True, aa_replicate=True, concurrency_levels=[2], num_prompts=8, max_tokens=24,
+        equivalence_margin=0.001, worthwhile_gain=0.001,
+    )  # fmt: skip
+    ngram = ArmSpec(
+        method=Arm.Method.NGRAM, num_speculative_tokens=2, params={"prompt_lookup_min": 2, "prompt_lookup_max": 3}
+    )
     calls = []
     for seed in (1, 2):
-        experiment = definition.experiment_create(owner=owner, arms=[], **fields | {"seed": seed})
-        experiment = wait_for_experiment(experiment.id, timeout_s=1200)
+        experiment = definition.experiment_create(owner=owner, arms=[ngram], **fields | {"seed": seed})
+        experiment = wait_for_experiment(experiment.id, timeout_s=1500)
         assert experiment.status == Experiment.Status.FINISHED
         _check_schedule_was_followed(experiment)
+        _check_blocks_were_added_as_decided(experiment)
         orders = [
             list(
                 experiment.runs.filter(repetition=block).order_by("block_position").values_list("arm__label", flat=True)

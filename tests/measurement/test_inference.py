@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from experiments.measurement import inference, verdicts
+from experiments.measurement import inference, stats, verdicts
 from experiments.measurement.inference import RunData
 
 BASE, REPLICATE, ARM = 10, 11, 12
@@ -193,6 +193,25 @@ def test_break_evens_per_arm_and_metric():
     assert 1 < even.level < 4
 
 
+def _level_cell(level, estimate, outcome):
+    return inference.CellResult(ARM, level, "tpot", estimate, outcome, 0, 0, 3)
+
+
+def test_break_evens_read_each_level_from_its_verdict():
+    # Level 4's interval lies below 1 (0.8 [0.7, 0.9]): called slower it settles the crossing
+    # from 1 (faster); the same interval without a verdict (failures differ) leaves 4 open.
+    fast, slow = stats.block_interval([1.5, 1.6, 1.4]), stats.block_interval([0.8, 0.85, 0.75])
+    assert (fast.lo > 1, slow.hi < 1) == (True, True)
+    called = [_level_cell(1, fast, verdicts.FASTER), _level_cell(4, slow, verdicts.SLOWER)]
+    assert inference.break_evens(called)[(ARM, "tpot")].state == stats.CROSSES
+    withheld = [_level_cell(1, fast, verdicts.FASTER), _level_cell(4, slow, verdicts.FAILURES_DIFFER)]
+    assert inference.break_evens(withheld)[(ARM, "tpot")] == stats.BreakEven(
+        stats.NOT_SETTLED, reason="faster at 1; open at 4"
+    )
+    slower = [_level_cell(1, slow, verdicts.SLOWER), _level_cell(4, slow, verdicts.SLOWER)]
+    assert inference.break_evens(slower)[(ARM, "tpot")].state == stats.PAYS_NOWHERE
+
+
 def test_fidelity_against_the_baseline_and_the_replicate():
     base = {0: [1, 2, 3], 1: [4, 5, 6], 2: [7, 8, 9], 3: [1, 1, 1]}
     replicate = dict(base)
@@ -205,6 +224,7 @@ def test_fidelity_against_the_baseline_and_the_replicate():
     assert by_arm[REPLICATE].p_more_than_replicate is None
     arm_cell = by_arm[ARM]
     assert (arm_cell.compared, arm_cell.identical, arm_cell.identical_share) == (4, 1, 0.25)
+    assert (arm_cell.prompts, arm_cell.prompts_differing) == (4, 3)  # one block: a prompt is an output
     assert sorted(arm_cell.divergence_at) == [0, 1, 2]
     assert arm_cell.median_divergence == 1
     # Fisher: 3 of 4 differ against 0 of 4: P = C(3,3)C(5,1)/C(8,4) = 5/70.
@@ -275,6 +295,28 @@ def test_fidelity_when_the_replicate_differs_too():
     assert by_arm[ARM].p_more_than_replicate == pytest.approx(17 / 70)
 
 
+def test_fidelity_tests_prompts_not_prompts_times_blocks():
+    # 6 prompts, 5 blocks. The arm's prompts 0 and 1 differ from the baseline's in every block,
+    # prompt 2 in block 3 only; the replicate's never. As outputs that is 11 of 30 against 0 of
+    # 30 (one-sided Fisher p = C(30, 11) / C(60, 11) = 0.00016, flagged), but a prompt's blocks
+    # differ together: on prompts it is 3 of 6 against 0 of 6 (a prompt differing in any block
+    # counts), P(X >= 3) = C(3, 3) C(9, 3) / C(12, 6) = 84 / 924 = 1 / 11: not flagged.
+    base = {prompt: [prompt, 1, 2] for prompt in range(6)}
+    runs = []
+    for block in range(1, 6):
+        arm = base | {0: [0, 9, 9], 1: [1, 1, 9]} | ({2: [2, 1]} if block == 3 else {})
+        runs += [_run(BASE, block, [1], outputs=base), _run(REPLICATE, block, [1], outputs=dict(base))]
+        runs += [_run(ARM, block, [1], outputs=arm)]
+    cells = inference.fidelity_cells(runs, baseline=BASE, arms=[REPLICATE, ARM], levels=[1], replicate=REPLICATE)
+    by_arm = {cell.arm: cell for cell in cells}
+    assert (by_arm[REPLICATE].prompts, by_arm[REPLICATE].prompts_differing) == (6, 0)
+    arm_cell = by_arm[ARM]
+    assert (arm_cell.compared, arm_cell.identical, arm_cell.prompts, arm_cell.prompts_differing) == (30, 19, 6, 3)
+    assert sorted(arm_cell.divergence_at) == [1] * 5 + [2] * 5 + [2]
+    assert arm_cell.p_more_than_replicate == pytest.approx(1 / 11)
+    assert not arm_cell.warn
+
+
 def test_fidelity_compares_only_the_blocks_and_prompts_both_sides_have():
     # Block 1: prompt 0 on both sides (equal); prompt 1 only in the baseline's run. Block 2:
     # only the baseline ran. Level 4: no runs at all. No replicate: no p-value.
@@ -284,9 +326,9 @@ def test_fidelity_compares_only_the_blocks_and_prompts_both_sides_have():
         _run(BASE, 2, [1], outputs={0: [5, 6]}),
     ]
     cells = inference.fidelity_cells(runs, baseline=BASE, arms=[ARM], levels=[4, 1], replicate=None)
-    assert [(c.level, c.compared, c.identical, c.p_more_than_replicate) for c in cells] == [
-        (1, 1, 1, None),
-        (4, 0, 0, None),
+    assert [(c.level, c.compared, c.identical, c.prompts, c.p_more_than_replicate) for c in cells] == [
+        (1, 1, 1, 1, None),
+        (4, 0, 0, 0, None),
     ]
     assert cells[1].identical_share is None
 

@@ -66,3 +66,24 @@ def test_one_server_per_arm_keeps_the_first_blocks_arm_order_and_each_blocks_lev
         (0, 2, 1, 3, 1),
         (0, 2, 4, 3, 2),
     ]
+
+
+def test_an_added_block_keeps_the_order_drawn_for_all_arms_closing_up_the_gaps():
+    from experiments.measurement.schedule import added_block, block_order
+
+    order, levels = block_order(n_arms=5, levels=[1, 4], block=4, seed=3)
+    slots = added_block(n_arms=5, levels=[1, 4], block=4, seed=3, arms={0, 2, 4})
+    taken = [arm for arm in order if arm in {0, 2, 4}]
+    assert [slot.arm_index for slot in slots if slot.level_position == 1] == taken
+    assert [slot.block_position for slot in slots if slot.level_position == 1] == [1, 2, 3]
+    assert [slot.level for slot in slots[:2]] == levels
+    assert {slot.block for slot in slots} == {4}
+
+
+def test_a_block_s_order_does_not_depend_on_how_many_blocks_follow():
+    from experiments.measurement.schedule import block_orders
+
+    assert (
+        block_orders(n_arms=4, levels=[1, 2, 8], blocks=3, seed=9)
+        == block_orders(n_arms=4, levels=[1, 2, 8], blocks=8, seed=9)[:3]
+    )

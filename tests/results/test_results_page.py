@@ -479,9 +479,10 @@ def test_greedy_page_shows_the_verdict_grid_and_output_fidelity(logged_in_client
     tables = _tables(html)
     # The draft arm's output differs from the baseline's for prompt 0 in every block.
     fidelity = {(row[0], row[1]): row for row in tables["table-fidelity"][1:]}
-    _, _, compared, identical, share, divergence, p, _ = fidelity[("draft k=3", "1")]
+    _, _, compared, identical, share, prompts, differing, divergence, p, _ = fidelity[("draft k=3", "1")]
     assert (int(compared), int(identical)) == (SEEDED_BLOCKS * 20, SEEDED_BLOCKS * 19)
     assert float(share) == pytest.approx(19 / 20)
+    assert (int(prompts), int(differing)) == (20, 1)  # the test's unit: prompt 0 differs, whatever the blocks
     assert float(divergence) == 5.0
     assert p == ""  # no replicate to compare with
     assert fidelity[("n-gram k=4", "4")][3] == str(SEEDED_BLOCKS * 20)

@@ -157,8 +157,10 @@ def test_sorts(logged_in_client):
 # ---------------------------------------------------------------- headline
 
 
-def _estimate(arm_id, level, point, outcome, lo=None, hi=None):
-    return SpeedupEstimate(arm_id=arm_id, concurrency=level, point=point, ci_low=lo, ci_high=hi, outcome=outcome)
+def _estimate(arm_id, level, point, outcome, lo=None, hi=None, primary=True):
+    return SpeedupEstimate(
+        arm_id=arm_id, concurrency=level, point=point, ci_low=lo, ci_high=hi, outcome=outcome, primary=primary
+    )
 
 
 def test_headline_picks_the_arm_called_faster_at_most_levels_then_the_larger_speedup():
@@ -184,6 +186,18 @@ def test_headline_picks_the_arm_called_faster_at_most_levels_then_the_larger_spe
         (8, "equivalent", "0.990× [0.985, 1.005]"),
         (32, "no data", "–"),
     ]
+
+
+def test_headline_counts_only_the_questions_words():
+    # On a metric outside the question, "faster" is unadjusted: it does not pick the arm.
+    arms = [Arm(id=3, method=Arm.Method.NGRAM, label="called"), Arm(id=4, method=Arm.Method.NGRAM, label="larger")]
+    estimates = [
+        _estimate(3, 1, 1.1, "faster", 1.05, 1.15, primary=False),
+        _estimate(4, 1, 1.3, "inconclusive", 0.9, 1.9, primary=False),
+    ]
+    assert history.headline(arms=arms, levels=[1], estimates=estimates).arm_label == "larger"
+    primary = [_estimate(3, 1, 1.1, "faster", 1.05, 1.15), _estimate(4, 1, 1.3, "inconclusive", 0.9, 1.9)]
+    assert history.headline(arms=arms, levels=[1], estimates=primary).arm_label == "called"
 
 
 def test_headline_breaks_a_tie_in_calls_by_the_geometric_mean():

@@ -14,9 +14,11 @@ def demo_fields() -> dict:
     models_dir = settings.SPECDASH_MODELS_DIR
     return {
         "name": DEMO_NAME,
-        "description": "Submitted by ./dev up on the demo models the project builds itself: 3 randomised blocks, "
-        "each arm on a fresh server in every block, with an A/A replicate of the baseline as the noise floor, "
-        "the draft model served alone to measure its cost, and one profiled interval per arm and level.",
+        "description": "Submitted by ./dev up on the demo models the project builds itself. Its question: is an "
+        "arm faster in engine-timed TPOT at concurrency 1 and 4? 3 randomised blocks, then one more while a "
+        "primary cell is open (at most 4), each arm on a fresh server in every block, with an A/A replicate of "
+        "the baseline as the noise floor, the draft model served alone to measure its cost, and one profiled "
+        "interval per arm and level.",
         "target_model": str(models_dir / "target"),
         "worker_queue": "cpu",
         "dtype": "float32",
@@ -26,13 +28,17 @@ def demo_fields() -> dict:
         "prompt_set_hash": prompt_set_hash("code_edit"),
         # Sized to finish within about 15 minutes on a 2-core machine, where each of the 15
         # server starts (5 arms x 3 blocks) takes 25-60 s: 16 prompts are 4 x the highest level.
+        # A fourth block, when a primary cell is open after the third, adds 3 or 4 starts.
         "num_prompts": 16,
         "max_tokens": 48,
         "temperature": 0.0,
         "top_p": 1.0,
         "seed": 0,
         "concurrency_levels": [1, 4],
-        "repetitions": 3,
+        "repetitions": 4,
+        "sequential": True,
+        "primary_metric": "server_tpot",
+        "primary_levels": [],
         "server_per_block": True,
         "aa_replicate": True,
         # What a step's time goes to, and the draft's cost measured rather than fitted: the
@@ -56,7 +62,7 @@ def demo_arms() -> list[ArmSpec]:
 class Command(BaseCommand):
     help = (
         "Submit the demo experiment (baseline, its A/A replicate, n-gram k=4, draft model k=4 and the draft "
-        "alone; 3 blocks; one profiled interval per arm and level) "
+        "alone; 3 blocks, a fourth while the question is open; one profiled interval per arm and level) "
         "unless one exists already."
     )
 
