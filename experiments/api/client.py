@@ -13,7 +13,7 @@ its expectations under "expect". An expectation reads
 
     ARM [is] [not] OUTCOME [or OUTCOME ...] [on METRIC] [at [concurrency] [OP] LEVEL]
 
-with OUTCOME faster, slower, equivalent or inconclusive, METRIC server_tpot (TPOT as vLLM's
+with OUTCOME faster, slower, equivalent, not worth it or inconclusive, METRIC server_tpot (TPOT as vLLM's
 engine timed it; the default), tpot (timed at the client), e2e, ttft, output_throughput or
 request_throughput, OP one of <= < >= > = (≤ ≥ too). It holds when
 the arm's verdict at every measured level that matches is one of the outcomes named.
@@ -33,7 +33,7 @@ import urllib.request
 from dataclasses import dataclass
 
 HELD, NOT_HELD, REFUSED, DID_NOT_FINISH = 0, 1, 2, 3
-OUTCOMES = ("faster", "slower", "equivalent", "inconclusive")
+OUTCOMES = ("faster", "slower", "equivalent", "not worth it", "inconclusive")
 # The first is the default of an expectation that names no metric, as it is the metric the page's
 # verdict grid opens on: TPOT as vLLM's engine timed it.
 METRICS = ("server_tpot", "tpot", "e2e", "ttft", "output_throughput", "request_throughput")

@@ -36,7 +36,16 @@ def _command(*args, **options) -> tuple[int, str]:
     [
         # No metric named: the engine-timed TPOT, which the page's verdict grid opens on.
         ("n-gram k=4 faster at concurrency <= 8", "n-gram k=4", {"faster"}, "server_tpot", [1, 8], [9]),
-        ("draft k=3 is not slower on e2e", "draft k=3", {"faster", "equivalent", "inconclusive"}, "e2e", [1, 64], []),
+        (
+            "draft k=3 is not slower on e2e",
+            "draft k=3",
+            {"faster", "equivalent", "not worth it", "inconclusive"},
+            "e2e",
+            [1, 64],
+            [],
+        ),
+        # A primary cell's futility word, with its "not" inside.
+        ("draft k=3 not worth it at 4", "draft k=3", {"not worth it"}, "server_tpot", [4], [1]),
         ("A faster or equivalent at ≥ 4", "A", {"faster", "equivalent"}, "server_tpot", [4, 5], [3]),
         ("A slower on output_throughput at 16", "A", {"slower"}, "output_throughput", [16], [8]),
         ("A Faster on tpot at concurrency > 2", "A", {"faster"}, "tpot", [3], [2]),
