@@ -207,3 +207,111 @@ def test_more_blocks_are_needed_while_a_cell_is_open():
     still = PrimaryCell("b", blocks(-0.05, 0.0, 0.05))
     assert sequential.needs_another_block(decide([settled, still], SEQ_5, blocks_run=3, final=False))
     assert not sequential.needs_another_block(decide([settled], SEQ_5, blocks_run=3, final=False))
+
+
+# ---------------------------------------------------------------- edges, hand-computed
+
+
+def t_two_df(q: float) -> float:
+    """Student's t quantile with 2 degrees of freedom: F(t) = 1/2 + t / (2 sqrt(t² + 2))."""
+    a = 2 * q - 1
+    return a * math.sqrt(2 / (1 - a * a))
+
+
+def test_a_cell_below_one_is_called_slower():
+    cell = PrimaryCell("a", blocks(-0.14, -0.12, -0.10))  # p = 0.0091, as its mirror image
+    decision = decide([cell], FIXED_3, blocks_run=3, final=True)[0]
+    assert (decision.outcome, decision.settled, decision.open) == ("slower", True, False)
+    assert decision.p_value == pytest.approx(p_two_df(-0.12, 0.02), rel=1e-6)
+
+
+def test_holm_calls_a_p_value_equal_to_its_level():
+    # With one look the level is alpha / h exactly: 0.025 for two cells, then 0.05 for one.
+    assert set(_holm_calls(_looks(0.05, 0.025), [0, 1], 2, FIXED_3)) == {0, 1}
+    assert _holm_calls(_looks(0.05, 0.025), [0, 1], 2, FIXED_3)[1] == ("faster", 0.025)
+
+
+def test_identical_block_ratios_give_a_p_value_of_zero_or_one():
+    # No spread between blocks: away from 1 the t statistic is infinite (p = 0), at 1 it is 0/0,
+    # taken as no evidence (p = 1); the interval is the point itself.
+    away = decide([PrimaryCell("a", {1: 1.1, 2: 1.1, 3: 1.1})], FIXED_3, blocks_run=3, final=True)[0]
+    assert (away.outcome, away.p_value) == ("faster", 0.0)
+    assert away.estimate.lo == away.estimate.hi == pytest.approx(1.1)
+    at_one = decide([PrimaryCell("a", {1: 1.0, 2: 1.0, 3: 1.0})], FIXED_3, blocks_run=3, final=True)[0]
+    assert (at_one.outcome, at_one.p_value, at_one.equivalence_interval) == ("equivalent", 1.0, (1.0, 1.0))
+
+
+def test_a_blocked_cell_shows_its_95_percent_interval_over_the_blocks_run():
+    blocked = PrimaryCell("b", blocks(0.4, 0.5, 0.6), blocked="failures differ")
+    decision = decide([blocked], FIXED_3, blocks_run=3, final=True)[0]
+    assert (decision.outcome, decision.confidence, decision.blocks) == ("failures differ", 0.95, 3)
+    assert decision.p_value == pytest.approx(p_two_df(0.5, 0.1), rel=1e-6)
+    half = t_two_df(0.975) * 0.1 / math.sqrt(3)  # 4.303 × 0.1 / √3
+    assert decision.estimate.hi == pytest.approx(math.exp(0.5 + half))
+
+
+def test_the_cells_left_after_a_call_show_the_level_the_next_call_would_need():
+    # "a" is called at 0.05 / 2; the one cell left would be called at 0.05: the equivalent
+    # cell's interval and the open cell's are the 95 % ones.
+    faster = PrimaryCell("a", blocks(0.10, 0.12, 0.14))
+    tight = PrimaryCell("b", blocks(-0.001, 0.0, 0.001))
+    null = PrimaryCell("c", blocks(-0.05, 0.0, 0.05))
+    equivalent = decide([faster, tight], FIXED_3, blocks_run=3, final=True)[1]
+    assert (equivalent.outcome, equivalent.confidence) == ("equivalent", pytest.approx(0.95))
+    assert equivalent.estimate.hi == pytest.approx(math.exp(t_two_df(0.975) * 0.001 / math.sqrt(3)))
+    inconclusive = decide([faster, null], FIXED_3, blocks_run=3, final=True)[1]
+    assert (inconclusive.outcome, inconclusive.confidence) == ("inconclusive", pytest.approx(0.95))
+    # Nothing called: each of the two would need 0.05 / 2.
+    assert decide([null, tight], FIXED_3, blocks_run=3, final=True)[0].confidence == pytest.approx(0.975)
+
+
+def test_a_fixed_design_stopped_short_takes_its_one_look_at_the_blocks_it_has():
+    fixed_5 = Design(max_blocks=5, sequential=False, margin=0.02, worthwhile_gain=0.05)
+    cell = PrimaryCell("a", blocks(0.10, 0.12, 0.14))  # p = 0.0091 after 3 blocks
+    assert decide([cell], fixed_5, blocks_run=3, final=True)[0].outcome == "faster"
+    assert decide([cell], fixed_5, blocks_run=3, final=False)[0].outcome == "open"
+    assert decide([cell], fixed_5, blocks_run=2, final=True)[0].outcome == "too few blocks"
+
+
+def test_the_replicate_family_has_no_futility_stop():
+    cell = PrimaryCell("a", blocks(-0.04, -0.02, 0.0))  # not worth it as a candidate
+    assert decide([cell], FIXED_3, blocks_run=3, final=True, futility=False)[0].outcome == "inconclusive"
+
+
+def test_a_two_block_design_tests_with_one_degree_of_freedom():
+    # t with 1 degree of freedom is Cauchy: its q quantile is tan(π (q - 1/2)). Two blocks with
+    # log ratios 0 and 0.002: mean 0.001, sd 0.002 / √2, so the half-width is t × 0.001.
+    fixed_2 = Design(max_blocks=2, sequential=False, margin=0.02, worthwhile_gain=0.05)
+    tight = [PrimaryCell(key, blocks(0.0, 0.002)) for key in ("a", "b")]
+    decisions = decide(tight, fixed_2, blocks_run=2, final=True)
+    assert outcomes(decisions) == {"a": "equivalent", "b": "equivalent"}
+    lo, hi = decisions[0].equivalence_interval  # 90 %: t = tan(0.45 π) = 6.314
+    assert (lo, hi) == pytest.approx((math.exp(0.001 - 6.314e-3), math.exp(0.001 + 6.314e-3)), abs=2e-6)
+    # Two cells, nothing called: the interval shown is the 97.5 % one, t = tan(0.4875 π) = 25.45.
+    assert decisions[0].confidence == pytest.approx(0.975)
+    assert decisions[0].estimate.hi == pytest.approx(math.exp(0.001 + math.tan(0.4875 * math.pi) * 0.001))
+
+
+def test_a_cell_with_fewer_than_two_blocks_has_a_point_and_no_test():
+    one = decide([PrimaryCell("a", blocks(0.10))], SEQ_5, blocks_run=1, final=False)[0]
+    assert (one.outcome, one.blocks, one.p_value, one.equivalence_interval) == ("open", 1, None, None)
+    assert one.estimate.point == pytest.approx(math.exp(0.10))
+    empty = decide([PrimaryCell("b", {}, blocked="no data")], FIXED_3, blocks_run=3, final=True)[0]
+    assert (empty.outcome, empty.blocks, empty.p_value, empty.estimate.point) == ("no data", 0, None, None)
+
+
+def test_calls_at_different_looks_all_leave_the_family():
+    # "a" is called at the first look, "b" only at the second (p = 0.044 after 3 blocks, 0.007
+    # after 4): the open cell "c" is then alone, as when both are called at the first look.
+    a = PrimaryCell("a", blocks(0.20, 0.21, 0.22, 0.21))
+    b_later = PrimaryCell("b", blocks(0.05, 0.11, 0.08, 0.08))
+    b_at_once = PrimaryCell("b", blocks(0.20, 0.21, 0.22, 0.21))
+    c = PrimaryCell("c", blocks(-0.05, 0.0, 0.05, 0.0))
+    later = decide([a, b_later, c], SEQ_5, blocks_run=4, final=False)
+    assert [(d.outcome, d.blocks) for d in later] == [("faster", 3), ("faster", 4), ("open", 4)]
+    at_once = decide([a, b_at_once, c], SEQ_5, blocks_run=4, final=False)
+    assert [(d.outcome, d.blocks) for d in at_once] == [("faster", 3), ("faster", 3), ("open", 4)]
+    # Alone, "c" would be called at alpha itself; beside another open cell at alpha / 2, whose
+    # interval is wider.
+    two_open = decide([c, PrimaryCell("d", c.ratios)], SEQ_5, blocks_run=4, final=False)[0]
+    assert later[2].confidence == at_once[2].confidence < two_open.confidence
