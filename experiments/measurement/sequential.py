@@ -75,8 +75,11 @@ class Design:
 
     @property
     def looks(self) -> tuple[int, ...]:
-        """The block counts after which the cells are tested."""
-        if not self.sequential or self.max_blocks <= FIRST_LOOK:
+        """The block counts after which the cells are tested: none below FIRST_LOOK blocks
+        (two blocks give one degree of freedom, too few for a word)."""
+        if self.max_blocks < FIRST_LOOK:
+            return ()
+        if not self.sequential or self.max_blocks == FIRST_LOOK:
             return (self.max_blocks,)
         return tuple(range(FIRST_LOOK, self.max_blocks + 1))
 
@@ -141,8 +144,8 @@ def _null_min_p(looks: tuple[int, ...]) -> np.ndarray:
 def nominal_level(alpha: float, looks: tuple[int, ...]) -> float:
     """The p-level every look uses so that, under no effect, the chance of a call at any
     look is alpha (Pocock's constant boundary, calibrated by simulating the t statistics).
-    One look: alpha itself."""
-    if len(looks) == 1:
+    One look (or none): alpha itself."""
+    if len(looks) <= 1:
         return alpha
     return float(np.quantile(_null_min_p(looks), alpha))
 

@@ -48,8 +48,10 @@ def test_define_and_submit_an_experiment(page, live_server, user, celery_dispatc
     page.wait_for_url(f"{live_server.url}/")
 
     page.click("text=New experiment")
-    # The design defaults come from the model: 3 blocks, a fresh server per block, a 2 % margin.
-    assert page.input_value("#id_repetitions") == "3"
+    # The design defaults come from the model: at most 12 blocks added until settled, a fresh
+    # server per block, a 2 % margin.
+    assert page.input_value("#id_repetitions") == "12"
+    assert page.is_checked("#id_sequential")
     assert page.is_checked("#id_server_per_block")
     assert not page.is_checked("#id_aa_replicate")
     assert float(page.input_value("#id_equivalence_margin")) == 2.0
@@ -100,7 +102,8 @@ def test_define_and_submit_an_experiment(page, live_server, user, celery_dispatc
     assert [(a.method, a.num_speculative_tokens, a.is_replicate) for a in experiment.arms.all()] == [
         ("baseline", None, False), ("baseline", None, True), ("ngram", 4, False), ("draft_model", 4, False),
     ]  # fmt: skip
-    assert (experiment.repetitions, experiment.server_per_block) == (3, True)
+    assert (experiment.repetitions, experiment.sequential, experiment.server_per_block) == (12, True, True)
+    assert sorted(set(experiment.runs.values_list("repetition", flat=True))) == [1, 2, 3]  # the first 3 queued
     assert experiment.equivalence_margin == pytest.approx(0.02)
     assert experiment.arms.get(method="draft_model").params == {"model": DRAFT_PATH}
     celery_dispatch.assert_called_once_with(args=[experiment.id], queue="cpu")

@@ -43,7 +43,9 @@ def test_the_demo_runs_baseline_replicate_ngram_draft_and_calibration_in_three_b
         (Arm.Method.DRAFT_MODEL, False, False, 4),
         (Arm.Method.BASELINE, False, True, None),
     ]
-    assert (experiment.repetitions, experiment.server_per_block, experiment.temperature) == (3, True, 0.0)
+    # At most 4 blocks, added until settled: the first 3 are queued at submission.
+    assert (experiment.repetitions, experiment.sequential, experiment.server_per_block) == (4, True, True)
+    assert (experiment.temperature, experiment.primary_metric, experiment.primary_levels) == (0.0, "server_tpot", [])
     assert (experiment.draft_calibration, experiment.profile_intervals) == (True, True)
     assert experiment.prompt_set == "code_edit"
     assert experiment.runs.count() == 5 * 3 * len(experiment.concurrency_levels)

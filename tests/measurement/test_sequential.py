@@ -44,7 +44,9 @@ def test_one_look_is_tested_at_alpha_itself():
 def test_a_sequential_design_looks_after_every_block_from_the_third():
     assert Design(max_blocks=6, sequential=True, margin=0.02, worthwhile_gain=0.05).looks == (3, 4, 5, 6)
     assert Design(max_blocks=3, sequential=True, margin=0.02, worthwhile_gain=0.05).looks == (3,)
-    assert Design(max_blocks=2, sequential=True, margin=0.02, worthwhile_gain=0.05).looks == (2,)
+    # Fewer than 3 blocks: no look, so no word (two blocks give one degree of freedom).
+    assert Design(max_blocks=2, sequential=True, margin=0.02, worthwhile_gain=0.05).looks == ()
+    assert Design(max_blocks=2, sequential=False, margin=0.02, worthwhile_gain=0.05).looks == ()
 
 
 def test_the_pocock_level_lies_between_bonferroni_over_the_looks_and_no_adjustment():
@@ -278,13 +280,15 @@ def test_the_replicate_family_has_no_futility_stop():
     assert decide([cell], FIXED_3, blocks_run=3, final=True, futility=False)[0].outcome == "inconclusive"
 
 
-def test_a_two_block_design_tests_with_one_degree_of_freedom():
+def test_a_two_block_design_gives_no_word_but_shows_its_intervals():
     # t with 1 degree of freedom is Cauchy: its q quantile is tan(π (q - 1/2)). Two blocks with
     # log ratios 0 and 0.002: mean 0.001, sd 0.002 / √2, so the half-width is t × 0.001.
     fixed_2 = Design(max_blocks=2, sequential=False, margin=0.02, worthwhile_gain=0.05)
     tight = [PrimaryCell(key, blocks(0.0, 0.002)) for key in ("a", "b")]
     decisions = decide(tight, fixed_2, blocks_run=2, final=True)
-    assert outcomes(decisions) == {"a": "equivalent", "b": "equivalent"}
+    # Inside the margin, but on one degree of freedom: too few blocks for a word.
+    assert outcomes(decisions) == {"a": "too few blocks", "b": "too few blocks"}
+    assert outcomes(decide(tight, fixed_2, blocks_run=2, final=False)) == {"a": "too few blocks", "b": "too few blocks"}
     lo, hi = decisions[0].equivalence_interval  # 90 %: t = tan(0.45 π) = 6.314
     assert (lo, hi) == pytest.approx((math.exp(0.001 - 6.314e-3), math.exp(0.001 + 6.314e-3)), abs=2e-6)
     # Two cells, nothing called: the interval shown is the 97.5 % one, t = tan(0.4875 π) = 25.45.

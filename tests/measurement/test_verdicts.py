@@ -297,10 +297,11 @@ def test_a_replicate_called_faster_or_slower_is_named_as_a_false_call():
         "The A/A replicate, identical to the baseline, measured TPOT 1.26× [0.95, 1.66] at 1, "
         "1.27× [1.02, 1.59] at 4, 0.90× [0.85, 0.95] at 8: its intervals reach ±66.0% from 1, so smaller "
         "effects cannot be told from the noise of this host and design. It was called faster at 4, slower at 8 "
-        "although nothing differs from the baseline: a false call, which a 95% interval makes in about one cell "
-        "in twenty by chance, and more often when the host's load changes during the experiment. The other "
-        "arms' TPOT verdicts here are no surer than that: repeat the experiment with more blocks, on a quieter "
-        "host, before acting on them."
+        "although nothing differs from the baseline: a false call, which chance alone makes now and then (on the "
+        "question's metric in at most 5% of experiments of this design, on another metric's unadjusted words in "
+        "about one cell in twenty), and more often when the host's load changes during the experiment. The other "
+        "arms' TPOT verdicts here are no surer than that: see the warnings on whether this host's spread was out "
+        "of line."
     )
     # Equivalent (inside 1 ± margin) is the right call for identical arms: nothing added.
     quiet = _cells((1, _est(1.0, 0.99, 1.01)))
