@@ -60,8 +60,8 @@ FAILURE_RATE = 0.003
 # Spreads (lognormal sd) that give a block log-ratio spread σ of about 5.5 % on TPOT.
 START_SD, RUN_SD, REQUEST_SD, TTFT_SD = 0.03, 0.024, 0.05, 0.10
 
-DEFAULT_MAX_BLOCKS = 10
-DEFAULT_WORTHWHILE = 0.05
+DEFAULT_MAX_BLOCKS = 10  # the form's defaults (Experiment.repetitions, worthwhile_gain)
+DEFAULT_WORTHWHILE = 0.07
 FIXED_MAX = 16  # the longest fixed design tried for "equal power"
 
 DISTURBANCES = {

@@ -73,7 +73,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='experiment',
             name='repetitions',
-            field=models.PositiveSmallIntegerField(default=12, help_text='Blocks: in each, every arm runs once, on its own server, in a random order. With a sequential design, the most blocks the experiment may run.'),
+            field=models.PositiveSmallIntegerField(default=10, help_text='Blocks: in each, every arm runs once, on its own server, in a random order. With a sequential design, the most blocks the experiment may run.'),
         ),
         migrations.AddConstraint(
             model_name='experiment',

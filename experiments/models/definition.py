@@ -113,7 +113,7 @@ class Experiment(models.Model):
 
     concurrency_levels = ArrayField(models.PositiveIntegerField())
     repetitions = models.PositiveSmallIntegerField(
-        default=12,
+        default=10,
         help_text="Blocks: in each, every arm runs once, on its own server, in a random order. With a sequential "
         "design, the most blocks the experiment may run.",
     )

@@ -130,7 +130,7 @@ def test_fields_left_out_take_the_forms_initial_values(api, celery_dispatch):
     assert response.status_code == 201, response.content
     experiment = Experiment.objects.get(pk=response.json()["id"])
     assert experiment.server_per_block is True
-    assert (experiment.repetitions, experiment.sequential, experiment.primary_metric) == (12, True, "server_tpot")
+    assert (experiment.repetitions, experiment.sequential, experiment.primary_metric) == (10, True, "server_tpot")
     assert experiment.primary_levels == []
     # Blocks added until settled: the first three are queued, the rest only if a primary cell is open.
     assert sorted(set(experiment.runs.values_list("repetition", flat=True))) == [1, 2, 3]

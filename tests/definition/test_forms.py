@@ -248,7 +248,7 @@ def test_the_forms_defaults_are_the_models_and_pass_the_forms_own_rules():
     unbound = ExperimentForm(user=UserFactory(username="alice"))
     initial = {name: unbound.get_initial_for_field(field, name) for name, field in unbound.fields.items()}
 
-    assert initial["repetitions"] == Experiment._meta.get_field("repetitions").default == 12
+    assert initial["repetitions"] == Experiment._meta.get_field("repetitions").default == 10
     assert initial["sequential"] is True
     assert initial["primary_metric"] == "server_tpot"
     assert initial["worthwhile_gain"] == pytest.approx(7.0)
