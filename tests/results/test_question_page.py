@@ -72,3 +72,10 @@ def test_the_grid_marks_words_outside_the_question_as_unadjusted(logged_in_clien
     assert html.count('class="unadjusted"') >= called_elsewhere
     # The grid opens on the question's metric.
     assert html.index('id="grid-server_tpot"') < html.index('id="grid-tpot"')
+
+
+def test_the_protocol_card_states_the_question(logged_in_client, finished):
+    html = _page(logged_in_client, finished)
+    question = re.sub(r"\s+", " ", html.split('id="protocol-question">')[1].split("</dd>")[0])
+    assert question.startswith("server_tpot at concurrency 1, 4 · blocks added until settled, at most 3")
+    assert question.endswith("worth deploying from a gain of 0.070")
