@@ -27,7 +27,10 @@ with an open cell only. Experiments are drawn with every arm in every block, and
 sequential design drops the runs of arms that had stopped (the host's timeline stays
 that of the full schedule).
 
-    .venv/bin/python scripts/check_decisions.py [--quick] [--experiments N] [--seed S]
+"Boundaries" runs the same experiments through Pocock's boundary and spending boundaries of
+the power family (sequential.look_levels) to choose between them.
+
+    .venv/bin/python scripts/check_decisions.py [--quick] [--experiments N] [--seed S] [--only TABLE]
 
 About 10 minutes at the default size on one core, 2 with --quick.
 """
@@ -338,8 +341,8 @@ def run_fixed(experiment: Experiment, shape: Shape, blocks: int, *, worthwhile: 
 # ---------------------------------------------------------------- rules to compare with
 
 
-def naive_level(alpha: float, looks: tuple[int, ...]) -> float:
-    """The negative control: every look at the unadjusted 5 % (no Pocock boundary, no Holm);
+def naive_level(alpha: float, looks: tuple[int, ...], *args: object) -> float:
+    """The negative control: every look at the unadjusted 5 % (no boundary, no Holm);
     the equivalence interval unadjusted for the looks too."""
     return max(alpha, sequential.ALPHA)
 
@@ -392,7 +395,7 @@ class _MaxT:
 
         return wrapped
 
-    def calls(self, looks: dict, open_keys: list, family: int, design: sequential.Design) -> dict:
+    def calls(self, looks: dict, open_keys: list, family: int, design: sequential.Design, look_at: int) -> dict:
         result: dict = {}
         ranked = sorted((k for k in open_keys if looks[k].p_value is not None), key=lambda k: looks[k].p_value)
         for key in ranked:
@@ -468,8 +471,12 @@ class Tally:
         return self.minutes / max(1, self.experiments)
 
 
-def design_of(max_blocks: int = DEFAULT_MAX_BLOCKS, worthwhile: float = DEFAULT_WORTHWHILE) -> sequential.Design:
-    return sequential.Design(max_blocks, sequential=True, margin=MARGIN, worthwhile_gain=worthwhile)
+def design_of(
+    max_blocks: int = DEFAULT_MAX_BLOCKS,
+    worthwhile: float = DEFAULT_WORTHWHILE,
+    spending: float | None = sequential.SPENDING,
+) -> sequential.Design:
+    return sequential.Design(max_blocks, sequential=True, margin=MARGIN, worthwhile_gain=worthwhile, spending=spending)
 
 
 def block_spread(experiment: Experiment, shape: Shape, metric: str = METRIC) -> float:
@@ -594,6 +601,43 @@ def max_t_table(rng: np.random.Generator, n: int, design: sequential.Design) -> 
         )
 
 
+def boundaries_table(rng: np.random.Generator, n: int) -> None:
+    print(
+        f"\n## Boundaries: {n} experiments per row, normal host, at most {DEFAULT_MAX_BLOCKS} blocks, same experiments"
+    )
+    print("Pocock: one level at every look; ρ: alpha spent as α (n / N)^ρ (ρ = 3 is close to O'Brien-Fleming),")
+    print("the equivalence interval on the same boundary")
+    print("no effect: family-wise false calls, arms settled, mean blocks;")
+    print("10 % gain: power per cell, mean blocks, dev-min;")
+    print("fixed: the fewest blocks of a fixed design with that power, its dev-min")
+    boundaries: list[float | None] = [None, 1.0, 2.0, 3.0, 4.0]
+    names = ["Pocock" if b is None else f"ρ = {b:g}" for b in boundaries]
+    print(f"{'shape':>30} {'boundary':>9} {'family':>7} {'arms set.':>9} {'blocks':>6} {'power':>7} {'blocks':>6}"
+          f" {'dev-min':>8} {'fixed':>6} {'dev-min':>8}")  # fmt: skip
+    for shape in (DEMO, LARGE):
+        nulls = [simulate_experiment(rng, shape, gain=0.0, blocks=DEFAULT_MAX_BLOCKS) for _ in range(n)]
+        gains = [simulate_experiment(rng, shape, gain=0.1, blocks=FIXED_MAX) for _ in range(n)]
+        fixed = {blocks: Tally() for blocks in range(3, FIXED_MAX + 1)}
+        for experiment in gains:
+            for blocks, tally in fixed.items():
+                tally.add(run_fixed(experiment, shape, blocks, worthwhile=DEFAULT_WORTHWHILE), shape)
+        for boundary, name in zip(boundaries, names, strict=True):
+            design = design_of(spending=boundary)
+            null, gain = Tally(), Tally()
+            for experiment in nulls:
+                null.add(run_sequential(experiment, shape, design), shape)
+            for experiment in gains:
+                gain.add(run_sequential(experiment, shape, design), shape)
+            power = gain.share("cells_faster", "cells")
+            equal = next((b for b, t in fixed.items() if t.share("cells_faster", "cells") >= power), None)
+            fixed_text = f"{equal:>6} {fixed[equal].mean_minutes:>8.1f}" if equal else f"{'>' + str(FIXED_MAX):>6}"
+            print(
+                f"{shape.name:>30} {name:>9} {_pct(null.share('family_false'))}"
+                f" {null.share('arms_settled_null', 'arms'):>9.1%} {null.mean_blocks:>6.2f}"
+                f" {_pct(power)} {gain.mean_blocks:>6.2f} {gain.mean_minutes:>8.1f} {fixed_text}"
+            )
+
+
 def defaults_table(rng: np.random.Generator, n: int) -> None:
     print(f"\n## Defaults: demo shape, normal host, {n} experiments per cell of the table")
     print("no effect: family-wise false calls, arms settled, mean blocks; 10 % gain: power per cell, mean blocks")
@@ -621,13 +665,13 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer experiments per row (a rough look)")
     parser.add_argument("--experiments", type=int, help="experiments per row (default 400, 100 with --quick)")
     parser.add_argument("--seed", type=int, default=20261202)
-    parser.add_argument("--only", choices=("null", "power", "max-t", "defaults"), action="append")
+    parser.add_argument("--only", choices=("null", "power", "max-t", "defaults", "boundaries"), action="append")
     args = parser.parse_args()
     n = args.experiments or (100 if args.quick else 400)
     rng = np.random.default_rng(args.seed)
     design = design_of()
     began = time.monotonic()
-    only = set(args.only or ("null", "power", "max-t", "defaults"))
+    only = set(args.only or ("null", "power", "max-t", "defaults", "boundaries"))
     with memoised():
         _tables(rng, n, design, only)
     print(f"\n{time.monotonic() - began:.0f} s; seed {args.seed}")
@@ -644,6 +688,8 @@ def _tables(rng: np.random.Generator, n: int, design: sequential.Design, only: s
         max_t_table(rng, max(50, n // 4), design)
     if "defaults" in only:
         defaults_table(rng, max(50, n // 4))
+    if "boundaries" in only:
+        boundaries_table(rng, max(50, n // 2))
 
 
 if __name__ == "__main__":

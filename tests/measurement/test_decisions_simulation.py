@@ -1,6 +1,6 @@
 """The question's decisions on simulated experiments, small (scripts/check_decisions.py in
 full): at no effect the family-wise false calls stay under a bound that removing the
-Pocock boundary or Holm's division pushes them over, and a large gain is called faster."""
+boundary or Holm's division pushes them over, and a large gain is called faster."""
 
 import importlib.util
 from pathlib import Path
@@ -18,7 +18,7 @@ assert _SPEC.loader is not None
 check = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(check)
 
-# Measured with this seed: 2.7 % (4 of 150); 12.0 % with the Pocock boundary removed, 16.0 % with
+# Measured with this seed: 3.3 % (5 of 150); 12.0 % with the boundary removed, 9.3 % with
 # Holm's division removed.
 EXPERIMENTS = 150
 BOUND = 0.07  # family-wise false calls; the design's target is 0.05
@@ -61,15 +61,17 @@ def test_family_wise_false_calls_at_no_effect_stay_under_the_bound():
 
 
 @pytest.mark.usefixtures("memoised")
-def test_without_the_pocock_boundary_they_would_not(monkeypatch):
-    monkeypatch.setattr(sequential, "nominal_level", lambda alpha, looks: alpha)
+def test_without_the_boundary_they_would_not(monkeypatch):
+    monkeypatch.setattr(sequential, "nominal_level", lambda alpha, looks, *rest: alpha)
     assert _family_false_calls(20261202) > BOUND
 
 
 @pytest.mark.usefixtures("memoised")
 def test_without_holm_they_would_not(monkeypatch):
-    pocock = sequential.nominal_level
-    monkeypatch.setattr(sequential, "nominal_level", lambda alpha, looks: pocock(max(alpha, sequential.ALPHA), looks))
+    boundary = sequential.nominal_level
+    monkeypatch.setattr(
+        sequential, "nominal_level", lambda alpha, looks, *rest: boundary(max(alpha, sequential.ALPHA), looks, *rest)
+    )
     assert _family_false_calls(20261202) > BOUND
 
 
@@ -81,4 +83,6 @@ def test_a_large_gain_is_called_faster():
         experiment = check.simulate_experiment(rng, check.DEMO, gain=0.20, blocks=DESIGN.max_blocks)
         tally.add(check.run_sequential(experiment, check.DEMO, DESIGN), check.DEMO)
     assert tally.share("cells_faster", "cells") >= 0.9
-    assert tally.mean_blocks < 5
+    # 5.4 blocks measured: the boundary is strict at the first looks, so a 20 % gain waits
+    # for the fifth or sixth block.
+    assert tally.mean_blocks < 6

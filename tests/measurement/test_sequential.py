@@ -51,45 +51,68 @@ def test_a_sequential_design_looks_after_every_block_from_the_third():
 
 def test_the_pocock_level_lies_between_bonferroni_over_the_looks_and_no_adjustment():
     # Looks after 3..10 blocks are strongly correlated, so the level is far above 0.05 / 8.
-    level = nominal_level(0.05, tuple(range(3, 11)))
-    assert 0.05 / 8 < level < 0.05
+    levels = sequential.look_levels(0.05, tuple(range(3, 11)), None)
+    assert len(set(levels)) == 1  # one level for every look
+    assert 0.05 / 8 < levels[0] < 0.05
     # Pocock's constant for 8 looks of a normal statistic is 0.0117 (Jennison & Turnbull,
     # table 2.1); the t statistics' few degrees of freedom at the first looks make it a little larger.
-    assert level == pytest.approx(0.0122, abs=0.0008)
+    assert levels[0] == pytest.approx(0.0122, abs=0.0008)
+
+
+def test_the_spending_boundary_is_strict_first_and_near_alpha_last():
+    looks = tuple(range(3, 11))
+    levels = sequential.look_levels(0.05, looks, 3.0)
+    assert list(levels) == sorted(levels)  # each look less strict than the one before
+    pocock = sequential.look_levels(0.05, looks, None)[0]
+    assert levels[0] < pocock / 5  # after 3 of 10 blocks: (3/10)^3 = 2.7 % of alpha spent
+    assert pocock < levels[-1] < 0.05  # the last look: close to a single look's 5 %
+    # The default design uses it; None is Pocock's.
+    assert Design(max_blocks=10, sequential=True, margin=0.02, worthwhile_gain=0.07).spending == 3.0
+    assert nominal_level(0.05, looks, 10, 3.0) == levels[-1]
+    assert nominal_level(0.05, looks, 3, 3.0) == levels[0]
+
+
+def _fresh_calls(levels: tuple[float, ...], looks: tuple[int, ...]) -> np.ndarray:
+    """Fresh simulated null experiments (another seed than the calibration's): for each, the
+    first look at which its t-test p-value is within the look's level (0: none)."""
+    draws = np.random.default_rng(7).standard_normal((40_000, max(looks)))
+    first = np.zeros(len(draws), dtype=int)
+    for n, level in zip(looks, levels, strict=True):
+        t = draws[:, :n].mean(axis=1) / (draws[:, :n].std(axis=1, ddof=1) / math.sqrt(n))
+        first[(first == 0) & (2 * scipy_stats.t.sf(np.abs(t), n - 1) <= level)] = n
+    return first
 
 
 def test_the_level_holds_the_chance_of_any_false_call_at_alpha_on_fresh_paths():
-    # Fresh simulated experiments (another seed than the calibration's): at no effect, a call
-    # at any of the looks 3..8 happens in 5 % of them.
+    # At no effect, a call at any of the looks 3..8 happens in 5 % of experiments.
     looks = tuple(range(3, 9))
-    level = nominal_level(0.05, looks)
-    draws = np.random.default_rng(7).standard_normal((40_000, max(looks)))
-    called = np.zeros(len(draws), dtype=bool)
+    assert (_fresh_calls(sequential.look_levels(0.05, looks, None), looks) > 0).mean() == pytest.approx(0.05, abs=0.004)
+    naive = _fresh_calls((0.05,) * len(looks), looks)
+    assert (naive > 0).mean() > 0.12  # looking after every block at 5 % calls far more often
+
+
+def test_the_spending_boundary_spends_alpha_as_its_function_says_on_fresh_paths():
+    # By the look after n of 8 blocks, 0.05 · (n / 8)^3 of the null experiments were called.
+    looks = tuple(range(3, 9))
+    first = _fresh_calls(sequential.look_levels(0.05, looks, 3.0), looks)
     for n in looks:
-        t = draws[:, :n].mean(axis=1) / (draws[:, :n].std(axis=1, ddof=1) / math.sqrt(n))
-        called |= 2 * scipy_stats.t.sf(np.abs(t), n - 1) <= level
-    assert called.mean() == pytest.approx(0.05, abs=0.004)
-    naive = np.zeros(len(draws), dtype=bool)
-    for n in looks:
-        t = draws[:, :n].mean(axis=1) / (draws[:, :n].std(axis=1, ddof=1) / math.sqrt(n))
-        naive |= 2 * scipy_stats.t.sf(np.abs(t), n - 1) <= 0.05
-    assert naive.mean() > 0.12  # looking after every block at 5 % calls far more often
+        assert ((first > 0) & (first <= n)).mean() == pytest.approx(0.05 * (n / 8) ** 3, abs=0.003)
 
 
 # ---------------------------------------------------------------- Holm's step-down
 
 
 def _looks(*p_values: float) -> dict:
-    return {index: _Look(RatioEstimate(1.1, None, None), p) for index, p in enumerate(p_values)}
+    return {index: _Look(RatioEstimate(1.1, None, None), p, 3) for index, p in enumerate(p_values)}
 
 
 def test_holm_calls_down_the_ranked_p_values_while_each_is_within_alpha_over_those_left():
     # 0.001 <= 0.05/3, 0.02 <= 0.05/2, 0.04 <= 0.05: all three (Bonferroni would call one).
-    assert set(_holm_calls(_looks(0.04, 0.001, 0.02), [0, 1, 2], 3, FIXED_3)) == {0, 1, 2}
+    assert set(_holm_calls(_looks(0.04, 0.001, 0.02), [0, 1, 2], 3, FIXED_3, 3)) == {0, 1, 2}
     # 0.001 <= 0.05/3, then 0.03 > 0.05/2 stops the step-down: 0.04 is not tested.
-    assert set(_holm_calls(_looks(0.04, 0.001, 0.03), [0, 1, 2], 3, FIXED_3)) == {1}
+    assert set(_holm_calls(_looks(0.04, 0.001, 0.03), [0, 1, 2], 3, FIXED_3, 3)) == {1}
     # Nothing within 0.05/3: nothing called, even at 0.02 and 0.03.
-    assert _holm_calls(_looks(0.02, 0.03, 0.04), [0, 1, 2], 3, FIXED_3) == {}
+    assert _holm_calls(_looks(0.02, 0.03, 0.04), [0, 1, 2], 3, FIXED_3, 3) == {}
 
 
 # ---------------------------------------------------------------- one look, hand-computed
@@ -157,7 +180,7 @@ SEQ_5 = Design(max_blocks=5, sequential=True, margin=0.02, worthwhile_gain=0.05)
 
 
 def test_open_while_blocks_may_follow_then_inconclusive_at_the_maximum():
-    cell = PrimaryCell("a", blocks(-0.05, 0.0, 0.05, 0.04, -0.04))
+    cell = PrimaryCell("a", blocks(-0.08, 0.0, 0.08, 0.06, -0.06))
     assert decide([cell], SEQ_5, blocks_run=3, final=False)[0].outcome == "open"
     assert decide([cell], SEQ_5, blocks_run=4, final=False)[0].outcome == "open"
     assert decide([cell], SEQ_5, blocks_run=5, final=False)[0].outcome == "inconclusive"
@@ -167,7 +190,7 @@ def test_open_while_blocks_may_follow_then_inconclusive_at_the_maximum():
 
 
 def test_a_cell_called_at_a_look_keeps_its_word_and_the_blocks_it_rests_on():
-    level = nominal_level(0.05, SEQ_5.looks)
+    level = nominal_level(0.05, SEQ_5.looks, 3, SEQ_5.spending)
     # Three tight blocks well above 1, then two that would pull the mean back to 1.
     cell = PrimaryCell("a", blocks(0.20, 0.21, 0.22, -0.6, -0.6))
     assert p_two_df(0.21, 0.01) < level
@@ -177,8 +200,9 @@ def test_a_cell_called_at_a_look_keeps_its_word_and_the_blocks_it_rests_on():
 
 
 def test_a_call_frees_its_share_of_alpha_for_the_cells_left_at_later_looks():
-    level_2 = nominal_level(0.05 / 2, SEQ_5.looks)
-    level_1 = nominal_level(0.05, SEQ_5.looks)
+    # The levels at the second look (after 4 blocks), for two cells and for one.
+    level_2 = nominal_level(0.05 / 2, SEQ_5.looks, 4, SEQ_5.spending)
+    level_1 = nominal_level(0.05, SEQ_5.looks, 4, SEQ_5.spending)
     strong = PrimaryCell("a", blocks(0.20, 0.21, 0.22))
     # A cell whose p-value after 4 blocks lies between the two levels: called only because
     # the first cell's call at the first look left it alone in the family.
@@ -201,7 +225,7 @@ def test_the_repeated_looks_make_each_look_stricter_than_a_single_one():
     cell = PrimaryCell("a", blocks(0.02, 0.03, 0.04))
     assert decide([cell], FIXED_3, blocks_run=3, final=True)[0].outcome == "faster"
     assert decide([cell], SEQ_5, blocks_run=3, final=False)[0].outcome == "open"
-    assert nominal_level(0.05, SEQ_5.looks) < p_two_df(0.03, 0.01)
+    assert nominal_level(0.05, SEQ_5.looks, 3, SEQ_5.spending) < p_two_df(0.03, 0.01)
 
 
 def test_more_blocks_are_needed_while_a_cell_is_open():
@@ -229,8 +253,8 @@ def test_a_cell_below_one_is_called_slower():
 
 def test_holm_calls_a_p_value_equal_to_its_level():
     # With one look the level is alpha / h exactly: 0.025 for two cells, then 0.05 for one.
-    assert set(_holm_calls(_looks(0.05, 0.025), [0, 1], 2, FIXED_3)) == {0, 1}
-    assert _holm_calls(_looks(0.05, 0.025), [0, 1], 2, FIXED_3)[1] == ("faster", 0.025)
+    assert set(_holm_calls(_looks(0.05, 0.025), [0, 1], 2, FIXED_3, 3)) == {0, 1}
+    assert _holm_calls(_looks(0.05, 0.025), [0, 1], 2, FIXED_3, 3)[1] == ("faster", 0.025)
 
 
 def test_identical_block_ratios_give_a_p_value_of_zero_or_one():

@@ -60,7 +60,7 @@ def test_the_question_s_words_are_defined_on_the_page(logged_in_client, finished
     ):
         assert f"<dt>{term}</dt>" in definitions
     assert "Holm" in definitions
-    assert "Pocock" in definitions
+    assert "O'Brien and Fleming" in definitions
 
 
 def test_the_grid_marks_words_outside_the_question_as_unadjusted(logged_in_client, finished):
