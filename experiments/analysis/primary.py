@@ -2,17 +2,33 @@
 from its recorded runs: what the page shows and what decides whether a block is added."""
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from experiments.analysis import continuation
 from experiments.measurement import inference, question, sequential, verdicts
 from experiments.models import Experiment, SpeedupEstimate
 
 
-def primary_decisions(
-    experiment: Experiment, runs: Sequence[inference.RunData], *, final: bool
-) -> question.QuestionDecisions:
-    """The primary cells' decisions from the runs recorded so far."""
+@dataclass(frozen=True)
+class PrimaryCells:
+    """An experiment's primary cells over the runs recorded so far, ready to be decided."""
+
+    runs: Sequence[inference.RunData]
+    cells: list[inference.CellResult]
+    baseline: int
+    candidates: list[int]
+    replicate: int | None
+    asked: question.Question
+
+    def decide(self, *, final: bool) -> question.QuestionDecisions:
+        return question.question_decisions(
+            self.runs, self.cells, baseline=self.baseline, candidates=self.candidates, replicate=self.replicate,
+            question=self.asked, final=final,
+        )  # fmt: skip
+
+
+def primary_cells(experiment: Experiment, runs: Sequence[inference.RunData]) -> PrimaryCells:
+    """The primary cells' block ratios from the runs recorded so far."""
     arms = list(experiment.arms.compared_or_baseline().order_by("position"))
     baseline = next(arm.id for arm in arms if arm.is_baseline)
     replicate = next((arm.id for arm in arms if arm.is_replicate), None)
@@ -27,9 +43,14 @@ def primary_decisions(
         metrics=[asked.metric],
         fixed_arrival_rate=bool(experiment.request_rate),
     )
-    return question.question_decisions(
-        runs, cells, baseline=baseline, candidates=candidates, replicate=replicate, question=asked, final=final
-    )
+    return PrimaryCells(runs, cells, baseline, candidates, replicate, asked)
+
+
+def primary_decisions(
+    experiment: Experiment, runs: Sequence[inference.RunData], *, final: bool
+) -> question.QuestionDecisions:
+    """The primary cells' decisions from the runs recorded so far."""
+    return primary_cells(experiment, runs).decide(final=final)
 
 
 def with_decisions(

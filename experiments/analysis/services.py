@@ -531,8 +531,9 @@ def experiment_analyse(*, experiment: Experiment) -> ExperimentAnalysis:
         metrics=[str(m) for m in (*REQUEST_COLUMNS, *RUN_COLUMNS)],
         fixed_arrival_rate=bool(experiment.request_rate),
     )
-    decided = primary.primary_decisions(experiment, runs, final=True)
-    step = continuation.next_step(experiment, primary.primary_decisions(experiment, runs, final=False))
+    primary_cells = primary.primary_cells(experiment, runs)
+    decided = primary_cells.decide(final=True)
+    step = continuation.next_step(experiment, primary_cells.decide(final=False))
     cells = primary.with_decisions(cells, decided, experiment.primary_metric)
     SpeedupEstimate.objects.filter(experiment=experiment).delete()
     SpeedupEstimate.objects.bulk_create(
