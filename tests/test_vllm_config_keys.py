@@ -1,6 +1,8 @@
 """The speculative-config keys specdash writes (Arm.PARAM_KEYS, the synthetic sweep's two) are
 keys the installed vLLM's SpeculativeConfig has, its methods are methods vLLM knows, and the
-profiler-config keys are ProfilerConfig's: a vLLM upgrade that renames one fails here, not in a
+profiler-config keys are ProfilerConfig's, and every server setting
+(experiments/rules/server_settings.py) is an EngineArgs field whose flag vLLM's own serve parser
+takes, or a SpeculativeConfig field: a vLLM upgrade that renames one fails here, not in a
 server log. Read in vLLM's own environment."""
 
 import json
@@ -9,7 +11,8 @@ import subprocess
 from django.conf import settings
 
 from experiments.models import Arm
-from workers.server.vllm_server import profiler_args
+from experiments.rules import server_settings
+from workers.server.vllm_server import build_server_args, profiler_args
 
 # Prints the installed SpeculativeConfig's field names and the values its `method` accepts.
 INTROSPECT = """
@@ -40,3 +43,63 @@ def test_every_key_specdash_sets_is_one_vllm_has(tmp_path):
     assert "trust_remote_code" not in written
     _, profiler_config = profiler_args(tmp_path)
     assert set(json.loads(profiler_config)) <= set(installed["profiler"])
+
+
+# Reads a server command on stdin and prints what the installed vLLM makes of it: its serve
+# parser's values for the EngineArgs fields asked for, the flags and choices of those fields'
+# options, EngineArgs' and SpeculativeConfig's fields, and the quantization methods it knows.
+PARSE = """
+import dataclasses, json, sys
+from vllm.config import SpeculativeConfig
+from vllm.engine.arg_utils import EngineArgs
+from vllm.entrypoints.launchers.cli_args import make_arg_parser
+from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+asked = json.load(sys.stdin)
+parser = make_arg_parser(FlexibleArgumentParser())
+parsed = vars(parser.parse_args(asked["args"]))
+actions = {a.dest: {"flags": a.option_strings, "choices": list(a.choices or [])} for a in parser._actions}
+print(json.dumps({
+    "parsed": {name: parsed[name] for name in asked["fields"]},
+    "options": {name: actions[name] for name in asked["fields"]},
+    "engine_fields": [f.name for f in dataclasses.fields(EngineArgs)],
+    "speculative_fields": [f.name for f in dataclasses.fields(SpeculativeConfig)],
+    "quantization": QUANTIZATION_METHODS,
+}))
+"""
+
+# A value of each setting that the form accepts, every choice setting at its last choice.
+SAMPLES = {"gpu_memory_utilization": 0.5, "max_num_seqs": 3, "max_num_batched_tokens": 96}
+
+
+def test_every_server_setting_is_a_flag_and_field_of_the_installed_vllm():
+    """Each setting's EngineArgs field exists, vLLM's serve parser takes its flag for that field
+    and reads the value build_server_args writes, its choices are among vLLM's, and the arms'
+    settings are SpeculativeConfig fields."""
+    values = {
+        s.name: SAMPLES.get(s.name, s.choices[-1] if s.choices else None) for s in server_settings.SERVER_SETTINGS
+    }
+    args = build_server_args(
+        python="python", model="/models/target", port=8000, dtype="auto", max_model_len=512, seed=0,
+        speculative_config={"method": "draft_model", "model": "/models/draft", "num_speculative_tokens": 2,
+                            "draft_tensor_parallel_size": 1},
+        enforce_eager=True, engine_settings=values,
+    )  # fmt: skip
+    fields = [s.engine_field for s in server_settings.SERVER_SETTINGS]
+    asked = json.dumps({"args": args[3:], "fields": [*fields, "speculative_config"]})
+    done = subprocess.run(
+        [settings.SPECDASH_VLLM_PYTHON, "-c", PARSE], input=asked, capture_output=True, text=True, timeout=300,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    installed = json.loads(done.stdout.strip().splitlines()[-1])
+
+    for setting in server_settings.SERVER_SETTINGS:
+        assert setting.engine_field in installed["engine_fields"], setting.name
+        assert setting.flag in installed["options"][setting.engine_field]["flags"], setting.name
+        assert installed["parsed"][setting.engine_field] == values[setting.name], setting.name
+    assert set(server_settings.KV_CACHE_DTYPES) <= set(installed["options"]["kv_cache_dtype"]["choices"])
+    assert set(server_settings.QUANTIZATION_METHODS) <= set(installed["quantization"])
+    arm_keys = {s.engine_field for s in server_settings.ARM_SETTINGS}
+    assert arm_keys <= set(installed["speculative_fields"])
+    assert installed["parsed"]["speculative_config"]["draft_tensor_parallel_size"] == 1

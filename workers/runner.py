@@ -212,6 +212,7 @@ def arm_server_args(
         if cuda_visible(settings.SPECDASH_VLLM_PYTHON)
         else round(settings.SPECDASH_CPU_KVCACHE_GIB * 2**30),
         tensor_parallel_size=experiment.tensor_parallel_size,
+        engine_settings=experiment.server_setting_values,
     )
 
 

@@ -16,10 +16,9 @@ from django.db.models import Q
 from experiments.measurement.limits import MAX_SPECULATIVE_TOKENS
 from experiments.measurement.question import Question
 from experiments.measurement.sequential import FIRST_LOOK, Design
+from experiments.rules import server_settings
+from experiments.rules.server_settings import MAX_TENSOR_PARALLEL_SIZE
 from experiments.teams import visible_q
-
-# The most GPUs one server may span: a node of eight.
-MAX_TENSOR_PARALLEL_SIZE = 8
 
 
 class IllegalTransition(Exception):
@@ -32,6 +31,13 @@ class TeamQuerySet(models.QuerySet):
     def visible_to(self, user) -> Self:
         """What `user` may see: their teams' rows (every row for a superuser)."""
         return self.filter(visible_q(user))
+
+
+_SETTINGS = server_settings.BY_NAME
+
+
+def _choices(name: str) -> list[tuple[str, str]]:
+    return [(value, value) for value in _SETTINGS[name].choices]
 
 
 def team_field() -> models.ForeignKey:
@@ -88,6 +94,21 @@ class Experiment(models.Model):
     # that takes the experiment must see at least this many (workers/runner.py).
     tensor_parallel_size = models.PositiveSmallIntegerField(
         default=1, validators=[MinValueValidator(1), MaxValueValidator(MAX_TENSOR_PARALLEL_SIZE)]
+    )
+    # vLLM's production settings (experiments/rules/server_settings.py), the same for every arm's
+    # server; empty leaves vLLM's default.
+    gpu_memory_utilization = models.FloatField(
+        null=True, blank=True, help_text=_SETTINGS["gpu_memory_utilization"].help_text
+    )
+    max_num_seqs = models.PositiveIntegerField(null=True, blank=True, help_text=_SETTINGS["max_num_seqs"].help_text)
+    max_num_batched_tokens = models.PositiveIntegerField(
+        null=True, blank=True, help_text=_SETTINGS["max_num_batched_tokens"].help_text
+    )
+    kv_cache_dtype = models.CharField(
+        max_length=32, blank=True, choices=_choices("kv_cache_dtype"), help_text=_SETTINGS["kv_cache_dtype"].help_text
+    )
+    quantization = models.CharField(
+        max_length=32, blank=True, choices=_choices("quantization"), help_text=_SETTINGS["quantization"].help_text
     )
 
     workload_kind = models.CharField(max_length=16, choices=WorkloadKind.choices, default=WorkloadKind.BUILTIN)
@@ -230,6 +251,11 @@ class Experiment(models.Model):
             models.CheckConstraint(
                 condition=Q(worthwhile_gain__gt=0, worthwhile_gain__lt=1), name="experiment_worthwhile_gain_fraction"
             ),
+            models.CheckConstraint(
+                condition=Q(gpu_memory_utilization__isnull=True)
+                | Q(gpu_memory_utilization__gt=0, gpu_memory_utilization__lte=1),
+                name="experiment_gpu_memory_fraction",
+            ),
         ]
 
     def __str__(self):
@@ -244,6 +270,16 @@ class Experiment(models.Model):
         """The SLOs that are set, as the pages show them: e.g. "TPOT ≤ 50 ms"."""
         limits = (("TTFT", self.slo_ttft_ms), ("TPOT", self.slo_tpot_ms), ("E2E", self.slo_e2e_ms))
         return [f"{name} ≤ {limit:g} ms" for name, limit in limits if limit is not None]
+
+    @property
+    def server_setting_values(self) -> dict[str, server_settings.Value | None]:
+        """The experiment-wide vLLM settings by name, None or "" where vLLM's default applies."""
+        return {setting.name: getattr(self, setting.name) for setting in server_settings.SERVER_SETTINGS}
+
+    @property
+    def server_settings_set(self) -> list[tuple[server_settings.ServerSetting, server_settings.Value]]:
+        """The settings set, each with its value, for the protocol card."""
+        return server_settings.set_values(self.server_setting_values)
 
     @property
     def is_imported(self) -> bool:
@@ -442,6 +478,13 @@ class Arm(models.Model):
         Method.EAGLE3: ("model",),
         Method.MTP: (),
         Method.SUFFIX: (),
+    }
+
+    # Keys a method's config may carry beside PARAM_KEYS, vLLM's default applying when absent
+    # (experiments/rules/server_settings.py's per-arm settings, checked by the same test).
+    OPTIONAL_PARAM_KEYS = {
+        method: tuple(setting.engine_field for setting in server_settings.ARM_SETTINGS)
+        for method in server_settings.DRAFT_TP_METHODS
     }
 
     def speculative_config(self) -> dict | None:

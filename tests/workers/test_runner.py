@@ -5,6 +5,7 @@ HTTP load are replaced, so these tests check which runs share a server, in what 
 they run, and what reaches the server and the load generator.
 """
 
+import json
 import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -330,6 +331,36 @@ def test_a_worker_with_enough_gpus_starts_servers_across_them(served, celery_dis
 
     assert experiment.status == Experiment.Status.FINISHED
     assert [server.args[server.args.index("--tensor-parallel-size") + 1] for server in served.servers] == ["4", "4"]
+
+
+def test_every_server_of_an_experiment_starts_with_its_server_settings(served, celery_dispatch, settings):
+    """The baseline, the replicate, the arms and the calibration arm alike: the settings are the
+    experiment's. A draft's own tensor parallel size goes into its arm's config only."""
+    settings.SPECDASH_ALLOW_ANY_MODEL_PATH = True
+    draft = ArmSpec(
+        method=Arm.Method.DRAFT_MODEL, num_speculative_tokens=3,
+        params={"model": "/models/draft", "draft_tensor_parallel_size": 1},
+    )  # fmt: skip
+    experiment = _run_all(
+        _experiment(
+            celery_dispatch, arms=(NGRAM, draft), repetitions=1, draft_calibration=True,
+            max_num_seqs=4, max_num_batched_tokens=1024, kv_cache_dtype="auto",
+        )
+    )  # fmt: skip
+
+    assert experiment.status == Experiment.Status.FINISHED
+    assert len(served.servers) == 5
+    for server in served.servers:
+        flags = server.args[server.args.index("--max-num-seqs") :]
+        assert flags[:6] == ["--max-num-seqs", "4", "--max-num-batched-tokens", "1024", "--kv-cache-dtype", "auto"]
+        assert "--gpu-memory-utilization" not in server.args
+        assert "--quantization" not in server.args
+    configs = [
+        json.loads(s.args[s.args.index("--speculative-config") + 1])
+        for s in served.servers
+        if "--speculative-config" in s.args
+    ]
+    assert sorted(config.get("draft_tensor_parallel_size", 0) for config in configs) == [0, 1]
 
 
 def test_an_experiment_whose_prompts_cannot_be_made_fails_its_runs(served, celery_dispatch):

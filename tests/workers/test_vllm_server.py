@@ -58,6 +58,26 @@ def test_kv_cache_size_in_bytes():
     assert _value(_args(kv_cache_bytes=6_000_000), "--kv-cache-memory-bytes") == "6000000"
 
 
+def test_only_the_server_settings_that_are_set_are_passed():
+    args = _args(
+        engine_settings={
+            "gpu_memory_utilization": 0.85, "max_num_seqs": 64, "max_num_batched_tokens": None,
+            "kv_cache_dtype": "fp8", "quantization": "",
+        }
+    )  # fmt: skip
+    assert _value(args, "--gpu-memory-utilization") == "0.85"
+    assert _value(args, "--max-num-seqs") == "64"
+    assert _value(args, "--kv-cache-dtype") == "fp8"
+    assert "--max-num-batched-tokens" not in args
+    assert "--quantization" not in args
+
+
+def test_no_server_settings_leave_every_one_to_vllm():
+    flags = {"--gpu-memory-utilization", "--max-num-seqs", "--max-num-batched-tokens", "--kv-cache-dtype"}
+    assert not flags & set(_args())
+    assert not flags & set(_args(engine_settings={}))
+
+
 def test_speculative_args_carry_the_config_as_json():
     args = _args(speculative_config=NGRAM, served_model_name="arm-1")
     assert json.loads(_value(args, "--speculative-config")) == NGRAM

@@ -23,6 +23,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, BinaryIO, NoReturn, Protocol
 
+from experiments.rules import server_settings
 from workers.host import envinfo
 
 # Deprecated in 0.32 in favour of the `vllm serve` console script, but that script fails
@@ -76,6 +77,7 @@ def build_server_args(
     chat_template: str | None = None,
     kv_cache_bytes: int | None = None,
     tensor_parallel_size: int = 1,
+    engine_settings: Mapping[str, server_settings.Value | None] | None = None,
 ) -> list[str]:
     """The argument list that starts the server; `speculative_config=None` is the baseline.
 
@@ -85,6 +87,8 @@ def build_server_args(
     do not exist on CPU). `chat_template`: a file for --chat-template (workers/server/chat_template.py).
     `kv_cache_bytes`: the KV cache's size; None leaves it to vLLM (on GPUs, a share of the memory).
     `tensor_parallel_size`: GPUs the server spans; 1 leaves the flag out (vLLM's default).
+    `engine_settings`: the experiment's vLLM settings by name (experiments/rules/server_settings.py);
+    only the ones set are passed, the others left to vLLM.
     """
     args = [
         python, "-m", SERVER_MODULE,
@@ -113,7 +117,7 @@ def build_server_args(
         args += ["--kv-cache-memory-bytes", str(kv_cache_bytes)]
     if tensor_parallel_size > 1:
         args += ["--tensor-parallel-size", str(tensor_parallel_size)]
-    return args
+    return args + server_settings.command_args(engine_settings or {})
 
 
 def profiler_args(profile_dir: Path) -> list[str]:
