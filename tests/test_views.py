@@ -181,6 +181,23 @@ def test_detail_shows_protocol_arms_and_runs(logged_in_client):
     assert reverse("experiments:progress", args=[experiment.pk]) in text
 
 
+def _server_settings_shown(client, experiment) -> str:
+    text = client.get(reverse("experiments:detail", args=[experiment.pk])).text
+    return text.split('id="protocol-server-settings">')[1].split("</dd>")[0]
+
+
+def test_the_protocol_card_lists_the_server_settings_held_for_every_arm(logged_in_client):
+    plain = _experiment_with_arms()
+    tuned = _experiment_with_arms(max_num_seqs=8, gpu_memory_utilization=0.9, kv_cache_dtype="fp8")
+
+    assert _server_settings_shown(logged_in_client, plain).startswith("vLLM's defaults")
+    shown = _server_settings_shown(logged_in_client, tuned)
+    assert "GPU memory utilization 0.9 <code>--gpu-memory-utilization</code>" in shown
+    assert "Max sequences per step 8 <code>--max-num-seqs</code>" in shown
+    assert "KV cache dtype fp8 <code>--kv-cache-dtype</code>" in shown
+    assert "the same for the baseline and every arm" in shown
+
+
 def test_detail_of_a_finished_experiment_does_not_poll(logged_in_client):
     experiment = _experiment_with_arms(status=Experiment.Status.FINISHED)
 

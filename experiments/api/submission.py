@@ -13,7 +13,7 @@ from django import forms
 from django.db import models
 
 from experiments.definition import prefill
-from experiments.definition.forms import ARM_FORMSET_PREFIX, ArmForm, ArmFormSet, ExperimentForm
+from experiments.definition.forms import ARM_FORMSET_PREFIX, ArmForm, ArmFormSet, ExperimentForm, protocol_is_valid
 from experiments.definition.services import ArmSpec
 from experiments.models import Experiment
 
@@ -128,7 +128,7 @@ def submission_from_spec(spec, *, user) -> Submission:
         sweep_lengths=arms.posted_sweep_lengths(),
         draft_arms=arms.posted_draft_arms(),
     )
-    if not all([form.is_valid(), arms.is_valid()]):
+    if not protocol_is_valid(form, arms):
         errors = _form_errors(form)
         if any(arms.errors) or arms.non_form_errors():
             errors[ARMS_KEY] = [_form_errors(arm_form) for arm_form in arms.forms]

@@ -17,8 +17,9 @@ from experiments.measurement.limits import MAX_LOOKUP, MAX_SPECULATIVE_TOKENS
 from experiments.models import MAX_TENSOR_PARALLEL_SIZE, Arm, Experiment, UploadedPromptSet
 from experiments.prompts import catalog
 from experiments.prompts.input_lengths import parse_length_distribution
-from experiments.rules import text_rules
+from experiments.rules import server_settings, text_rules
 from experiments.rules.model_paths import model_path_refusal
+from experiments.rules.server_settings import ServerSetting
 
 MAX_CONCURRENCY = 1024
 MAX_CONCURRENCY_LEVELS = 12
@@ -64,6 +65,23 @@ def model_default(name: str):
 def model_checkbox(name: str, label: str, help_text: str) -> forms.BooleanField:
     """An optional checkbox, ticked or not as the model field's default says."""
     return forms.BooleanField(required=False, initial=model_default(name), label=label, help_text=help_text)
+
+
+def setting_field(setting: ServerSetting) -> forms.Field:
+    """An optional form field for a vLLM server setting (experiments/rules/server_settings.py):
+    a choice among its values, or a number its rule checks; empty leaves vLLM's default."""
+    common: dict[str, Any] = {"required": False, "label": setting.label, "help_text": setting.help_text}
+    if setting.choices:
+        choices = [("", "vLLM's default"), *((value, value) for value in setting.choices)]
+        return forms.ChoiceField(choices=choices, **common)
+
+    def check(value) -> None:
+        problem = setting.problem(value)
+        if problem:
+            raise forms.ValidationError(f"{setting.label} {problem} (got {server_settings.shown(value)}).")
+
+    field = forms.IntegerField if setting.kind is int else forms.FloatField
+    return field(validators=[check], **common | {"help_text": f"{setting.help_text} Allowed: {setting.range_text()}."})
 
 
 def default_target_model() -> str:
@@ -286,6 +304,12 @@ class ExperimentForm(TeamForm):
         help_text="GPUs each vLLM server spans (--tensor-parallel-size). The queue's workers must each see that many "
         "GPUs; a worker that sees fewer fails the runs before starting a server. CPU workers run 1.",
     )
+    # The "Server settings" group (experiments/rules/server_settings.py): the same for every arm.
+    gpu_memory_utilization = setting_field(server_settings.BY_NAME["gpu_memory_utilization"])
+    max_num_seqs = setting_field(server_settings.BY_NAME["max_num_seqs"])
+    max_num_batched_tokens = setting_field(server_settings.BY_NAME["max_num_batched_tokens"])
+    kv_cache_dtype = setting_field(server_settings.BY_NAME["kv_cache_dtype"])
+    quantization = setting_field(server_settings.BY_NAME["quantization"])
 
     workload_kind = forms.ChoiceField(
         choices=Experiment.WorkloadKind.choices,
@@ -458,6 +482,11 @@ class ExperimentForm(TeamForm):
             # Django calls label_from_instance on the field, so this field's own one names the team.
             prompt_set_field.label_from_instance = lambda obj: f"{obj} ({obj.team.name})"  # type: ignore[method-assign]
 
+    @property
+    def server_setting_fields(self) -> list[forms.BoundField]:
+        """The "Server settings" group, in the order of the list."""
+        return [self[setting.name] for setting in server_settings.SERVER_SETTINGS]
+
     def clean_tensor_parallel_size(self) -> int:
         """Left empty (or not posted by an older client): one GPU per server."""
         return self.cleaned_data["tensor_parallel_size"] or 1
@@ -559,6 +588,7 @@ class ExperimentForm(TeamForm):
             _drop_errors(self, ["input_lengths"])
             cleaned["input_lengths"] = ""
         self._check_fits_model_len(cleaned)
+        self._check_batch(cleaned)
         self._check_question(cleaned)
         self._check_prompts_per_level(cleaned.get("concurrency_levels"), measured)
         self._check_arrival_span(cleaned.get("request_rate"), measured)
@@ -570,6 +600,11 @@ class ExperimentForm(TeamForm):
                 "untick this.",
             )
         return cleaned
+
+    def _check_batch(self, cleaned):
+        problem = server_settings.batch_problem(cleaned)
+        if problem:
+            self.add_error("max_num_batched_tokens", f"Max batched tokens per step {problem}.")
 
     def _check_time_limit(self, cleaned):
         """The experiment's task must end before Redis would hand its message out again."""
@@ -732,6 +767,7 @@ class ArmForm(forms.Form):
         min_value=1, max_value=MAX_LOOKUP, initial=4, required=False, label="Lookup max"
     )
     model = forms.CharField(max_length=500, required=False, label="Draft / head path")
+    draft_tensor_parallel_size = setting_field(server_settings.DRAFT_TENSOR_PARALLEL_SIZE)
     synthetic_sweep = forms.CharField(
         max_length=200,
         required=False,
@@ -756,7 +792,7 @@ class ArmForm(forms.Form):
         if method not in NGRAM_METHODS:
             _drop_errors(self, ["prompt_lookup_min", "prompt_lookup_max"])
         if method not in PATH_METHODS:
-            _drop_errors(self, ["model"])
+            _drop_errors(self, ["model", "draft_tensor_parallel_size"])
         if method in NGRAM_METHODS:
             self._clean_ngram(cleaned)
         if method in PATH_METHODS:
@@ -802,6 +838,8 @@ class ArmForm(forms.Form):
             }
         elif method in PATH_METHODS:
             params = {"model": self.cleaned_data["model"]}
+            draft_tp = self.cleaned_data.get("draft_tensor_parallel_size")
+            params |= {"draft_tensor_parallel_size": draft_tp} if draft_tp is not None else {}
         return ArmSpec(
             method=method,
             num_speculative_tokens=self.cleaned_data["num_speculative_tokens"],
@@ -844,6 +882,14 @@ class BaseArmFormSet(forms.BaseFormSet):
                 form.add_error("label", f"Another arm is already labelled “{label}”; give this one its own label.")
             labels.add(label.casefold())
 
+    def check_draft_tensor_parallel(self, *, target: int) -> None:
+        """A draft's tensor parallel size is one vLLM takes beside the target's."""
+        for form in self.live_forms():
+            draft = form.cleaned_data.get("draft_tensor_parallel_size")
+            problem = server_settings.draft_tensor_parallel_problem(draft, target=target) if draft else None
+            if problem and form.cleaned_data.get("method") in PATH_METHODS:
+                form.add_error("draft_tensor_parallel_size", f"Draft tensor parallel size {problem}.")
+
     def arm_specs(self) -> list[ArmSpec]:
         return [form.arm_spec() for form in self.live_forms()]
 
@@ -880,3 +926,13 @@ ArmFormSet = cast(
     ),
 )
 ARM_FORMSET_PREFIX = "arms"
+
+
+def protocol_is_valid(form: ExperimentForm, arms: BaseArmFormSet) -> bool:
+    """Both validated, so that every error shows at once, then the rule across them: each
+    draft's tensor parallel size beside the target's."""
+    form_valid, arms_valid = form.is_valid(), arms.is_valid()
+    target = form.cleaned_data.get("tensor_parallel_size") if form.is_bound else None
+    if arms_valid and target is not None:
+        arms.check_draft_tensor_parallel(target=target)
+    return form_valid and arms.is_valid()

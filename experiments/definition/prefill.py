@@ -34,6 +34,7 @@ def _arm_row(arm: Arm) -> dict:
         "prompt_lookup_min": params.get("prompt_lookup_min", ""),
         "prompt_lookup_max": params.get("prompt_lookup_max", ""),
         "model": params.get("model", "") if arm.method in PATH_METHODS else "",
+        "draft_tensor_parallel_size": params.get("draft_tensor_parallel_size", ""),
         "label": arm.label,
         "synthetic_sweep": ", ".join(f"{length:g}" for length in arm.synthetic_sweep),
     }

@@ -34,7 +34,10 @@ def arm_default_label(spec: ArmSpec) -> str:
         return f"{CALIBRATION_LABEL} ({model.rsplit('/', 1)[-1]})"
     if spec.method == Arm.Method.BASELINE:
         return "baseline"
-    return f"{Arm.Method(spec.method).label} k={spec.num_speculative_tokens}"
+    draft_tp = spec.params.get("draft_tensor_parallel_size")
+    return f"{Arm.Method(spec.method).label} k={spec.num_speculative_tokens}" + (
+        f" draft TP {draft_tp}" if draft_tp else ""
+    )
 
 
 def calibration_specs(arms: list[ArmSpec]) -> list[ArmSpec]:

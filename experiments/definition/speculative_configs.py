@@ -9,11 +9,12 @@ from typing import cast
 
 from experiments.measurement.limits import MAX_LOOKUP, MAX_SPECULATIVE_TOKENS
 from experiments.models import Arm
-from experiments.rules import json_input, text_rules
+from experiments.rules import json_input, server_settings, text_rules
 from experiments.rules.model_paths import model_path_refusal
 
 # Arm.Method members are str and hash as their values, so a method named in JSON finds its keys.
 _PARAM_KEYS = cast(dict[str, tuple[str, ...]], Arm.PARAM_KEYS)
+_OPTIONAL_KEYS: dict[str, tuple[str, ...]] = Arm.OPTIONAL_PARAM_KEYS
 
 
 def config_problem(config) -> str | None:
@@ -31,7 +32,7 @@ def config_problem(config) -> str | None:
         return f"its method must be one of {', '.join(_PARAM_KEYS)}, not {json.dumps(method)[:40]}"
     if not is_k(k):
         return f"its num_speculative_tokens must be a whole number from 1 to {MAX_SPECULATIVE_TOKENS}"
-    unknown = sorted(set(config_params(config)) - set(_PARAM_KEYS[method]))
+    unknown = sorted(set(config_params(config)) - set(_PARAM_KEYS[method]) - set(_OPTIONAL_KEYS.get(method, ())))
     if unknown:
         return f"specdash does not pass {', '.join(unknown)} to vLLM for {method} (it sets {_keys(method)})"
     return _params_problem(method, config_params(config))
@@ -46,13 +47,26 @@ def config_params(config: dict) -> dict:
 
 
 def _keys(method: str) -> str:
-    return ", ".join(("method", "num_speculative_tokens", *_PARAM_KEYS[method]))
+    return ", ".join(("method", "num_speculative_tokens", *_PARAM_KEYS[method], *_OPTIONAL_KEYS.get(method, ())))
+
+
+def _arm_settings_problem(params: dict) -> str | None:
+    """The per-arm server settings a config carries are within their rules (the target's tensor
+    parallel size is not known here: the experiment form checks a draft's against it)."""
+    for setting in server_settings.ARM_SETTINGS:
+        problem = setting.problem(params[setting.engine_field]) if setting.engine_field in params else None
+        if problem:
+            return f"its {setting.engine_field} {problem}"
+    return None
 
 
 def _params_problem(method: str, params: dict) -> str | None:
     missing = [key for key in _PARAM_KEYS[method] if key not in params]
     if missing:
         return f"{method} needs {', '.join(missing)}"
+    problem = _arm_settings_problem(params)
+    if problem:
+        return problem
     if method == Arm.Method.NGRAM:
         low, high = params["prompt_lookup_min"], params["prompt_lookup_max"]
         if not all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_LOOKUP for v in (low, high)):

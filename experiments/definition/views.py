@@ -11,7 +11,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from experiments import submissions
 from experiments.definition import prefill
 from experiments.definition import services as definition
-from experiments.definition.forms import ARM_FORMSET_PREFIX, ArmFormSet, ExperimentForm
+from experiments.definition.forms import ARM_FORMSET_PREFIX, ArmFormSet, ExperimentForm, protocol_is_valid
 from experiments.definition.prefill import OriginForm, RerunForm
 from experiments.execution import services as execution
 from experiments.execution import worker_queues
@@ -46,8 +46,8 @@ def experiment_create(request):
     )
     origin_form = OriginForm(request.POST or None, user=request.user)
     # Validate all, so that every error shows at once.
-    valid = [form.is_valid(), arms.is_valid(), origin_form.is_valid()]
-    origin = origin_form.cleaned_data.get("origin") if all(valid[2:]) else None
+    valid = [protocol_is_valid(form, arms), origin_form.is_valid()]
+    origin = origin_form.cleaned_data.get("origin") if valid[1] else None
     if request.method == "POST" and all(valid):
         lineage = {"origin": origin, "origin_kind": Experiment.OriginKind.CLONE} if origin else {}
         return _queued(
@@ -95,7 +95,7 @@ def experiment_rerun(request, pk: int):
     if request.method == "POST" and form.is_valid():
         experiment_form = ExperimentForm(prefill.experiment_data(origin) | form.cleaned_data, user=request.user)
         arms = ArmFormSet(prefill.arm_data(origin), prefix=ARM_FORMSET_PREFIX)
-        if all([experiment_form.is_valid(), arms.is_valid()]):
+        if protocol_is_valid(experiment_form, arms):
             return _queued(
                 request,
                 lambda: definition.experiment_create(

@@ -23,6 +23,7 @@ class Protocol:
     dtype: str
     max_model_len: int
     tensor_parallel_size: int
+    server_settings: str  # the vLLM settings set, "vLLM's defaults" without (experiments/rules/server_settings.py)
     worker_queue: str
     requested_vllm_version: str
     vllm_versions: tuple[str, ...]
@@ -94,6 +95,12 @@ RULES: dict[str, tuple[str, Callable[[Protocol], str], str]] = {
         "Tensor parallel size",
         lambda p: str(p.tensor_parallel_size),
         "A server across a different number of GPUs has a different step cost, memory and batch.",
+    ),
+    "server_settings": (
+        "Server settings",
+        lambda p: p.server_settings,
+        "Different memory shares, batch limits, KV cache dtype or quantization change the batch the server "
+        "holds, its step cost and, for speculation, the token budget a draft may use.",
     ),
     "requested_vllm_version": (
         "vLLM version asked for",

@@ -15,6 +15,7 @@ from experiments.measurement.differences import Difference, Protocol, alike, dif
 from experiments.models import Arm, EnvironmentSnapshot, Experiment, SpeedupEstimate
 from experiments.results import block as results
 from experiments.results.block import ArmStyle, Cell, Spread
+from experiments.rules import server_settings
 
 MAX_EXPERIMENTS = 6
 # Line styles tell the experiments apart; colours tell the arm configurations apart, so the
@@ -78,7 +79,7 @@ def protocol_of(experiment: Experiment, snapshots: list[dict]) -> Protocol:
     ) + (" through the chat endpoint" if e.endpoint == Experiment.Endpoint.CHAT else "")
     return Protocol(
         label=f"#{e.pk} {e.name}", target_model=e.target_model, dtype=e.dtype, max_model_len=e.max_model_len,
-        tensor_parallel_size=e.tensor_parallel_size,
+        tensor_parallel_size=e.tensor_parallel_size, server_settings=server_settings.describe(e.server_setting_values),
         worker_queue=e.worker_queue, requested_vllm_version=e.requested_vllm_version,
         vllm_versions=_recorded(snapshots, lambda s: s["vllm_version"]),
         runtime=_recorded(snapshots, _runtime),

@@ -17,7 +17,7 @@ from rest_framework.authtoken.models import Token
 from experiments.api import serializers
 from experiments.api.submission import spec_from_experiment
 from experiments.definition.forms import ArmForm, ExperimentForm
-from experiments.models import Experiment, RequestRecord, Run
+from experiments.models import Arm, Experiment, RequestRecord, Run
 from tests.factories import (
     DRAFT_ARM_FORM,
     NGRAM_ARM_FORM,
@@ -154,6 +154,13 @@ def _form_messages(client, field: str, **overrides) -> list[str]:
         ({"equivalence_margin": 60}, {"equivalence_margin": "60"}, "equivalence_margin"),
         ({"name": "<b>x</b>"}, {"name": "<b>x</b>"}, "name"),
         ({"draft_calibration": True}, {"draft_calibration": "on"}, "draft_calibration"),  # no draft-model arm
+        ({"gpu_memory_utilization": 0}, {"gpu_memory_utilization": "0"}, "gpu_memory_utilization"),
+        ({"kv_cache_dtype": "int3"}, {"kv_cache_dtype": "int3"}, "kv_cache_dtype"),
+        (
+            {"max_num_seqs": 64, "max_num_batched_tokens": 16},
+            {"max_num_seqs": "64", "max_num_batched_tokens": "16"},
+            "max_num_batched_tokens",
+        ),
     ],
 )
 def test_a_refused_spec_gets_the_forms_message(api, logged_in_client, spec, form, field):
@@ -362,6 +369,26 @@ def test_the_experiment_reads_back_as_a_spec_that_submits_again(api, celery_disp
 
     assert again.status_code == 201, again.content
     assert again.json()["spec"] == first["spec"]
+
+
+def test_server_settings_by_the_forms_names_are_stored_and_read_back(api, celery_dispatch):
+    draft = {"method": "draft_model", "model": DRAFT_ARM_FORM["model"], "draft_tensor_parallel_size": 1}
+    settings = {
+        "gpu_memory_utilization": 0.8,
+        "max_num_seqs": 16,
+        "max_num_batched_tokens": 4096,
+        "quantization": "fp8",
+    }
+    first = _post(api, _spec(arms=[NGRAM, draft], **settings)).json()
+
+    experiment = Experiment.objects.get(pk=first["id"])
+    assert {name: getattr(experiment, name) for name in settings} == settings
+    assert experiment.kv_cache_dtype == ""
+    assert first["spec"] | settings == first["spec"]
+    assert first["spec"]["kv_cache_dtype"] is None
+    assert first["spec"]["arms"][1]["draft_tensor_parallel_size"] == 1
+    assert "draft_tensor_parallel_size" not in first["spec"]["arms"][0]
+    assert experiment.arms.get(method=Arm.Method.DRAFT_MODEL).speculative_config()["draft_tensor_parallel_size"] == 1
 
 
 def test_the_list_is_paginated_newest_first(api, celery_dispatch):

@@ -128,13 +128,15 @@ def test_a_yaml_spec_with_expectations_is_read(tmp_path, user, celery_dispatch):
     path = tmp_path / "spec.yaml"
     path.write_text(
         "name: from yaml\nprompt_set: chat\nconcurrency_levels: [1]\nexpect:\n  - n-gram lookup k=4 faster\n"
-        "arms:\n  - method: ngram\n"
+        "max_num_seqs: 8\nmax_num_batched_tokens: 2048\nkv_cache_dtype: auto\narms:\n  - method: ngram\n"
     )
 
     status, _ = _command(str(path), owner="alice")
 
     assert status == HELD
-    assert Experiment.objects.get().name == "from yaml"
+    experiment = Experiment.objects.get()
+    assert experiment.name == "from yaml"
+    assert (experiment.max_num_seqs, experiment.max_num_batched_tokens, experiment.kv_cache_dtype) == (8, 2048, "auto")
 
 
 @pytest.mark.django_db

@@ -6,7 +6,7 @@ from django.conf import settings
 from django.urls import reverse
 
 from experiments.definition import services as definition
-from experiments.definition.forms import ARM_FORMSET_PREFIX, ArmFormSet, ExperimentForm
+from experiments.definition.forms import ARM_FORMSET_PREFIX, ArmFormSet, ExperimentForm, protocol_is_valid
 from experiments.models import Arm, Experiment, Run
 from experiments.prompts import catalog
 from tests.factories import DRAFT_ARM_FORM, NGRAM_ARM_FORM, UserFactory, form_data
@@ -135,6 +135,26 @@ BAD_INPUTS = {
         form_data(arms=[NGRAM_ARM_FORM, {**DRAFT_ARM_FORM, "DELETE": "on"}], draft_calibration="on"),
         "draft_calibration",
     ),
+    "GPU memory utilization 0": (form_data(gpu_memory_utilization="0"), "gpu_memory_utilization"),
+    "GPU memory utilization above 1": (form_data(gpu_memory_utilization="1.2"), "gpu_memory_utilization"),
+    "GPU memory utilization malformed": (form_data(gpu_memory_utilization="90%"), "gpu_memory_utilization"),
+    "max_num_seqs 0": (form_data(max_num_seqs="0"), "max_num_seqs"),
+    "max_num_seqs fraction": (form_data(max_num_seqs="2.5"), "max_num_seqs"),
+    "max_num_batched_tokens 0": (form_data(max_num_batched_tokens="0"), "max_num_batched_tokens"),
+    "max_num_batched_tokens below max_num_seqs": (
+        form_data(max_num_seqs="64", max_num_batched_tokens="32"),
+        "max_num_batched_tokens",
+    ),
+    "unknown KV cache dtype": (form_data(kv_cache_dtype="int4"), "kv_cache_dtype"),
+    "unknown quantization": (form_data(quantization="--enforce-eager"), "quantization"),
+    "draft tensor parallel size 0": (
+        form_data(arms=[{**DRAFT_ARM_FORM, "draft_tensor_parallel_size": "0"}]),
+        ("arm", 0, "draft_tensor_parallel_size"),
+    ),
+    "draft tensor parallel size neither 1 nor the target's": (
+        form_data(arms=[{**DRAFT_ARM_FORM, "draft_tensor_parallel_size": "2"}], tensor_parallel_size="4"),
+        ("arm", 0, "draft_tensor_parallel_size"),
+    ),
     "too many arms": (
         form_data(arms=[{**NGRAM_ARM_FORM, "num_speculative_tokens": str(k)} for k in range(1, 10)]),
         "arms",
@@ -155,9 +175,7 @@ def _errors_at(form, arms, where) -> list[str]:
 def test_bad_input_is_refused_on_its_field(data, where):
     form, arms = bind(data)
 
-    valid = [form.is_valid(), arms.is_valid()]
-
-    assert not all(valid)
+    assert not protocol_is_valid(form, arms)
     assert _errors_at(form, arms, where), (form.errors, arms.errors, arms.non_form_errors())
 
 
@@ -211,6 +229,52 @@ def test_tensor_parallel_size_is_one_unless_asked_and_at_most_eight():
         form, _ = bind(form_data(tensor_parallel_size=wrong))
         assert not form.is_valid()
         assert message in form.errors["tensor_parallel_size"][0]
+
+
+def test_server_settings_are_stored_as_given_and_empty_ones_left_to_vllm():
+    form, arms = bind(
+        form_data(
+            gpu_memory_utilization="0.85", max_num_seqs="64", kv_cache_dtype="fp8", tensor_parallel_size="2",
+            arms=[{**DRAFT_ARM_FORM, "draft_tensor_parallel_size": "1"}, {**DRAFT_ARM_FORM, "label": "tp 2"}],
+        )
+    )  # fmt: skip
+
+    assert protocol_is_valid(form, arms), (form.errors, arms.errors)
+    fields = form.experiment_fields()
+    assert (fields["gpu_memory_utilization"], fields["max_num_seqs"], fields["kv_cache_dtype"]) == (0.85, 64, "fp8")
+    assert (fields["max_num_batched_tokens"], fields["quantization"]) == (None, "")
+    draft_tp1, draft = arms.arm_specs()
+    assert draft_tp1.params["draft_tensor_parallel_size"] == 1
+    assert "draft_tensor_parallel_size" not in draft.params
+    assert definition.arm_default_label(draft_tp1) == "Draft model k=4 draft TP 1"
+
+
+def test_server_setting_errors_say_what_vllm_takes():
+    form, arms = bind(
+        form_data(
+            gpu_memory_utilization="1.5", max_num_seqs="64", max_num_batched_tokens="32", tensor_parallel_size="4",
+            arms=[{**DRAFT_ARM_FORM, "draft_tensor_parallel_size": "2"}],
+        )
+    )  # fmt: skip
+    protocol_is_valid(form, arms)
+
+    assert form.errors["gpu_memory_utilization"] == [
+        "GPU memory utilization must be greater than 0 and at most 1 (got 1.5)."
+    ]
+    assert form.errors["max_num_batched_tokens"] == [
+        "Max batched tokens per step must be at least max_num_seqs (64): vLLM refuses a token budget below the "
+        "sequences per step."
+    ]
+    assert arms.forms[0].errors["draft_tensor_parallel_size"] == [
+        "Draft tensor parallel size must be 1 or the target's tensor parallel size (4): vLLM 0.32 refuses 2."
+    ]
+
+
+def test_an_ngram_arm_ignores_a_draft_tensor_parallel_size():
+    form, arms = bind(form_data(arms=[{**NGRAM_ARM_FORM, "draft_tensor_parallel_size": "3"}], tensor_parallel_size="4"))
+
+    assert protocol_is_valid(form, arms), arms.errors
+    assert "draft_tensor_parallel_size" not in arms.arm_specs()[0].params
 
 
 def test_clean_sample_rules_say_what_is_wrong():

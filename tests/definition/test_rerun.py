@@ -12,7 +12,7 @@ from experiments.definition.services import ArmSpec
 from experiments.execution import services as execution
 from experiments.models import Arm, Experiment, IllegalTransition, Run
 from experiments.prompts.catalog import prompt_set_hash
-from tests.factories import PASSWORD, RunFactory, UserFactory, form_data
+from tests.factories import PASSWORD, RunFactory, UserFactory, experiment_fields, form_data
 
 pytestmark = pytest.mark.django_db
 
@@ -21,14 +21,18 @@ PROTOCOL = [
     "target_model", "dtype", "max_model_len", "workload_kind", "prompt_set", "prompt_set_hash", "synthetic_input_len",
     "num_prompts", "max_tokens", "ignore_eos", "temperature", "top_p", "seed", "concurrency_levels", "repetitions",
     "server_per_block", "aa_replicate", "equivalence_margin", "warmup_requests", "request_rate", "slo_ttft_ms",
-    "slo_tpot_ms", "slo_e2e_ms",
+    "slo_tpot_ms", "slo_e2e_ms", "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens", "kv_cache_dtype",
+    "quantization",
 ]  # fmt: skip
 
 
 @pytest.fixture
 def origin(user, celery_dispatch, settings):
     """An experiment made through the form, as a user would make it."""
-    form = form_data(concurrency_levels="1, 4", num_prompts="16", repetitions="3", aa_replicate="on")
+    form = form_data(
+        concurrency_levels="1, 4", num_prompts="16", repetitions="3", aa_replicate="on",
+        max_num_seqs="8", max_num_batched_tokens="2048", kv_cache_dtype="fp8",
+    )  # fmt: skip
     client = Client()
     client.force_login(user)
     response = client.post(reverse("experiments:create"), form)
@@ -146,11 +150,25 @@ def test_clone_opens_the_form_filled_in_with_the_origin(logged_in_client, origin
     assert form["concurrency_levels"].value() == "1, 4"
     assert form["aa_replicate"].value() is True
     assert form["equivalence_margin"].value() == 2.0
+    assert (form["max_num_seqs"].value(), form["max_num_batched_tokens"].value()) == (8, 2048)
+    assert (form["kv_cache_dtype"].value(), form["gpu_memory_utilization"].value()) == ("fp8", "")
     speculative = [a for a in origin.arms.all() if a.is_speculative]
     assert [f["method"].value() for f in arms] == [a.method for a in speculative]
     assert [f["label"].value() for f in arms] == [a.label for a in speculative]
     assert f'name="origin" value="{origin.pk}"' in response.text
     assert 'id="origin-notice"' in response.text
+
+
+def test_a_draft_arms_tensor_parallel_size_is_carried_to_the_copy(user, celery_dispatch):
+    draft = ArmSpec(
+        method=Arm.Method.DRAFT_MODEL, num_speculative_tokens=3,
+        params={"model": "/models/draft", "draft_tensor_parallel_size": 1},
+    )  # fmt: skip
+    origin = definition.experiment_create(owner=user, arms=[draft], **experiment_fields(tensor_parallel_size=2))
+
+    (row,) = prefill.arm_initial(origin)
+    assert row["draft_tensor_parallel_size"] == 1
+    assert prefill.arm_data(origin)["arms-0-draft_tensor_parallel_size"] == 1
 
 
 def test_a_cloned_form_posted_with_changes_links_to_its_origin(logged_in_client, origin, celery_dispatch):

@@ -33,6 +33,7 @@ BASE = Protocol(
     repetitions=3,
     server_per_block=True,
     tensor_parallel_size=1,
+    server_settings="vLLM's defaults",
     aa_replicate=True,
     draft_calibration=False,
     equivalence_margin=0.02,
@@ -44,6 +45,7 @@ CHANGES = [
     ("target_model", {"target_model": "/models/qwen-7b"}),
     ("dtype", {"dtype": "float16"}),
     ("max_model_len", {"max_model_len": 8192}),
+    ("server_settings", {"server_settings": "max_num_seqs 64 · max_num_batched_tokens 8192"}),
     ("requested_vllm_version", {"requested_vllm_version": "0.33.0"}),
     ("vllm_versions", {"vllm_versions": ("0.33.0",)}),
     ("vllm_versions", {"vllm_versions": ()}),  # not run yet: cannot be called the same
