@@ -343,3 +343,46 @@ def test_calls_at_different_looks_all_leave_the_family():
     # interval is wider.
     two_open = decide([c, PrimaryCell("d", c.ratios)], SEQ_5, blocks_run=4, final=False)[0]
     assert later[2].confidence == at_once[2].confidence < two_open.confidence
+
+
+# ---------------------------------------------------------------- the look's own level
+
+
+def test_a_look_the_design_does_not_have_uses_the_last_look_s_level():
+    levels = sequential.look_levels(0.05, SEQ_5.looks, 3.0)
+    assert levels[-2] != levels[-1]
+    assert nominal_level(0.05, SEQ_5.looks, 7, 3.0) == levels[-1]
+    assert nominal_level(0.05, SEQ_5.looks, None, 3.0) == levels[-1]
+    assert nominal_level(0.05, (), None, 3.0) == 0.05  # no look at all: alpha itself
+
+
+def test_the_equivalence_interval_is_at_the_look_s_own_level():
+    # TOST at 5 % a side on the spending boundary: at the first of three looks the level is far
+    # stricter than at the last, so the same three blocks give a wider interval there.
+    logs = (-0.004, 0.0, 0.004)
+    cell = PrimaryCell("a", blocks(*logs))
+    first, last = sequential.look_levels(0.10, SEQ_5.looks, 3.0)[0], sequential.look_levels(0.10, SEQ_5.looks, 3.0)[-1]
+    assert first < last / 3
+    decision = decide([cell], SEQ_5, blocks_run=3, final=False)[0]
+    half = scipy_stats.t.ppf(1 - first / 2, 2) * 0.004 / math.sqrt(3)
+    assert decision.equivalence_interval == pytest.approx((math.exp(-half), math.exp(half)), rel=1e-9)
+    assert decision.outcome == "equivalent"
+    # Pocock's boundary (spending=None) would have used its constant level at that look.
+    pocock = Design(max_blocks=5, sequential=True, margin=0.02, worthwhile_gain=0.05, spending=None)
+    constant = sequential.look_levels(0.10, SEQ_5.looks, None)[0]
+    half = scipy_stats.t.ppf(1 - constant / 2, 2) * 0.004 / math.sqrt(3)
+    assert decide([cell], pocock, blocks_run=3, final=False)[0].equivalence_interval == pytest.approx(
+        (math.exp(-half), math.exp(half)), rel=1e-9
+    )
+
+
+def test_a_cell_settled_or_open_shows_the_confidence_of_its_look():
+    tight = PrimaryCell("a", blocks(-0.001, 0.0, 0.001))  # equivalent at the first look
+    settled = decide([tight], SEQ_5, blocks_run=3, final=False)[0]
+    assert (settled.outcome, settled.blocks) == ("equivalent", 3)
+    assert settled.confidence == pytest.approx(1 - nominal_level(0.05, SEQ_5.looks, 3, 3.0))
+    wide = PrimaryCell("b", blocks(-0.08, 0.0, 0.08, 0.06))  # open after the second look
+    still = decide([wide], SEQ_5, blocks_run=4, final=False)[0]
+    assert still.outcome == "open"
+    assert still.confidence == pytest.approx(1 - nominal_level(0.05, SEQ_5.looks, 4, 3.0))
+    assert nominal_level(0.05, SEQ_5.looks, 4, 3.0) != nominal_level(0.05, SEQ_5.looks, 5, 3.0)
