@@ -15,7 +15,7 @@ from django.db.models import Q
 
 from experiments.measurement.limits import MAX_SPECULATIVE_TOKENS
 from experiments.measurement.question import Question
-from experiments.measurement.sequential import FIRST_LOOK, Design
+from experiments.measurement.sequential import BOUNDARIES, FIRST_LOOK, POCOCK_BOUNDARY, SPENDING_BOUNDARY, Design
 from experiments.rules import server_settings
 from experiments.rules.server_settings import MAX_TENSOR_PARALLEL_SIZE
 from experiments.teams import visible_q
@@ -173,6 +173,17 @@ class Experiment(models.Model):
         default=0.07,
         help_text="Smallest gain worth deploying, as a fraction: an arm shown to gain less stops as not worth it.",
     )
+    boundary = models.CharField(
+        max_length=16,
+        choices=[
+            (SPENDING_BOUNDARY, "alpha spending, ρ = 3 (close to O'Brien–Fleming)"),
+            (POCOCK_BOUNDARY, "Pocock (one level at every look)"),
+        ],
+        default=SPENDING_BOUNDARY,
+        editable=False,
+        help_text="The group-sequential boundary the looks use (experiments/measurement/sequential.py); "
+        "experiments run before the spending boundary keep Pocock's when their looks are replayed.",
+    )
     max_device_minutes = models.FloatField(
         null=True, blank=True,
         help_text="With a sequential design, no block is added once the runs so far and the next block's "
@@ -312,6 +323,7 @@ class Experiment(models.Model):
             sequential=self.adds_blocks,
             margin=self.equivalence_margin,
             worthwhile_gain=self.worthwhile_gain,
+            spending=BOUNDARIES[self.boundary],
         )
         return Question(self.primary_metric, tuple(self.question_levels), design)
 

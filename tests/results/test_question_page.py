@@ -3,13 +3,16 @@ figure, confidence, blocks, why), defines its words, and the grid marks the word
 the question as unadjusted."""
 
 import re
+from html import unescape
 
 import pytest
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
 from django.urls import reverse
 
 from experiments.measurement import verdicts
 from experiments.measurement.stats import RatioEstimate
-from experiments.models import SpeedupEstimate
+from experiments.models import Experiment, SpeedupEstimate
 from tests.factories import SEEDED_BLOCKS, seed_finished_experiment
 from tests.results.test_results_page import _tables
 
@@ -79,3 +82,32 @@ def test_the_protocol_card_states_the_question(logged_in_client, finished):
     question = re.sub(r"\s+", " ", html.split('id="protocol-question">')[1].split("</dd>")[0])
     assert question.startswith("server_tpot at concurrency 1, 4 · blocks added until settled, at most 3")
     assert question.endswith("worth deploying from a gain of 0.070")
+    assert "looks on the alpha spending, ρ = 3 (close to O'Brien–Fleming) boundary" in unescape(question)
+
+
+def test_the_looks_replay_on_the_boundary_the_experiment_was_run_with(finished):
+    # New experiments get the spending boundary; those stored before it keep Pocock's
+    # (migration 0027), so replaying their looks gives the decisions their blocks were added on.
+    assert finished.boundary == "spending-3"
+    assert finished.question.design.spending == 3.0
+    finished.boundary = "pocock"
+    assert finished.question.design.spending is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_keeps_pocock_s_boundary_for_experiments_already_stored():
+    before = [("experiments", "0026_server_settings")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    old = executor.loader.project_state(before).apps
+    user = old.get_model("auth", "User").objects.create(username="old-timer")
+    team = old.get_model("auth", "Group").objects.get_or_create(name="everyone")[0]
+    stored = old.get_model("experiments", "Experiment").objects.create(
+        name="sequential, before the spending boundary", owner_id=user.pk, team_id=team.pk, target_model="/m",
+        num_prompts=1, max_tokens=1, concurrency_levels=[1], sequential=True,
+    )  # fmt: skip
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+
+    assert Experiment.objects.get(pk=stored.pk).boundary == "pocock"
+    assert Experiment.objects.get(pk=stored.pk).question.design.spending is None
