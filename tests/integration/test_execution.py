@@ -54,6 +54,8 @@ MODELS_BUILT = pytest.mark.skipif(
     not (DRAFT / "config.json").exists(), reason="demo models not built (./dev test builds them)"
 )
 SWEEP_LENGTHS = (1.5, 3.0)
+# The production settings a CPU server takes, set on the arms experiment's protocol.
+SERVER_SETTINGS = {"max_num_seqs": 4, "max_num_batched_tokens": 1024}
 
 
 def _fields(**overrides) -> dict:
@@ -100,18 +102,23 @@ def _check_schedule_was_followed(experiment: Experiment) -> None:
     scheduled = real.in_execution_order(server_per_block=experiment.server_per_block)
     assert by_start == list(scheduled.values_list("id", flat=True))
     assert all(run.started_at < run.finished_at for run in real)
-    folder = settings.DATA_DIR / "server-logs" / f"experiment-{experiment.id}"
-    # One log per server; an earlier test database may have left logs under the same id.
-    logs = [
-        log
-        for log in folder.glob("*.log")
-        if log.stat().st_mtime >= experiment.created_at.timestamp() and "synthetic" not in log.name
-    ]
+    logs = _server_logs(experiment)
     if experiment.server_per_block:
         # A server per arm and block it ran in (a block added later runs only some arms).
         assert len(logs) == real.values("arm", "repetition").distinct().count()
     else:
         assert len(logs) == experiment.arms.count()
+
+
+def _server_logs(experiment: Experiment) -> list:
+    """One log per server the experiment started (a synthetic sweep's are refused unstarted on
+    CPU); an earlier test database may have left logs under the same id."""
+    folder = settings.DATA_DIR / "server-logs" / f"experiment-{experiment.id}"
+    return [
+        log
+        for log in folder.glob("arm-*.log")
+        if log.stat().st_mtime >= experiment.created_at.timestamp() and "synthetic" not in log.name
+    ]
 
 
 def _replicate_calls(experiment: Experiment) -> list[str]:
@@ -195,9 +202,9 @@ def test_an_aa_replicate_is_not_called_different_from_the_baseline(celery_worker
 
 @pytest.fixture(scope="module")
 def arms_experiment(celery_worker_process, django_db_blocker):
-    """The baseline, an n-gram arm with a synthetic sweep of two lengths, a draft-model arm and
-    its calibration arm (the draft served alone), at levels 1 and 2 in two blocks, one server
-    per arm: the three tests below assert on it.
+    """The baseline, an n-gram arm with a synthetic sweep of two lengths, a draft-model arm (its
+    draft at tensor parallel size 1) and its calibration arm (the draft served alone), at levels 1
+    and 2 in two blocks, one server per arm, with server settings: the tests below assert on it.
 
     Every output runs to its 32 tokens (ignore_eos): a tiny model's greedy output can stop at
     EOS after a token or two, and a one-token output has no decode phase to time. The length no
@@ -211,13 +218,17 @@ def arms_experiment(celery_worker_process, django_db_blocker):
                     method=Arm.Method.NGRAM, num_speculative_tokens=3, synthetic_sweep=SWEEP_LENGTHS,
                     params={"prompt_lookup_min": 2, "prompt_lookup_max": 4},
                 ),
-                ArmSpec(method=Arm.Method.DRAFT_MODEL, num_speculative_tokens=4, params={"model": str(DRAFT)}),
+                ArmSpec(
+                    method=Arm.Method.DRAFT_MODEL, num_speculative_tokens=4,
+                    params={"model": str(DRAFT), "draft_tensor_parallel_size": 1},
+                ),
             ]  # fmt: skip
             experiment = definition.experiment_create(
                 owner=owner, arms=arms,
                 **_fields(
                     name="arms on vllm", num_prompts=4, max_tokens=32, ignore_eos=True, concurrency_levels=[1, 2],
                     repetitions=2, server_per_block=False, aa_replicate=False, draft_calibration=True,
+                    **SERVER_SETTINGS,
                 ),
             )  # fmt: skip
             experiment = wait_for_experiment(experiment.id, timeout_s=1800)
@@ -292,6 +303,40 @@ def test_experiment_runs_end_to_end_on_real_vllm(arms_experiment):
     assert {s.outcome for s in estimates} <= {"too few blocks", "stream distorted"}
     assert len(analysis.verdicts) == 2 * 4  # compared arms x verdict metrics
     assert {row["level"] for row in analysis.fidelity} == {1, 2}
+
+
+@MODELS_BUILT
+@pytest.mark.shared_rows
+@pytest.mark.django_db
+def test_every_server_ran_with_the_experiments_server_settings(arms_experiment):
+    """The same settings for the baseline, every arm and the calibration arm: in each stored
+    server command, in what vLLM says it was given, and on the protocol card."""
+    experiment = arms_experiment.experiment
+    assert not experiment.runs.real().exclude(status=Run.Status.SUCCEEDED).exists()
+    commands = {tuple(c) for c in EnvironmentSnapshot.objects.filter(run__experiment=experiment).values_list(
+        "server_command", flat=True
+    )}  # fmt: skip
+    assert len(commands) == experiment.arms.count()
+    for command in commands:
+        assert command[command.index("--max-num-seqs") :][:4] == (
+            "--max-num-seqs",
+            "4",
+            "--max-num-batched-tokens",
+            "1024",
+        )
+        assert "--gpu-memory-utilization" not in command
+    draft = experiment.arms.get(method=Arm.Method.DRAFT_MODEL)
+    assert draft.speculative_config()["draft_tensor_parallel_size"] == 1
+    logs = _server_logs(experiment)
+    assert len(logs) == experiment.arms.count()
+    for log in logs:
+        given = next(line for line in log.read_text().splitlines() if "non-default args:" in line)
+        assert "'max_num_seqs': 4" in given
+        assert "'max_num_batched_tokens': 1024" in given
+    html = _arms_client(arms_experiment).get(reverse("experiments:detail", args=[experiment.pk])).text
+    shown = html.split('id="protocol-server-settings">')[1].split("</dd>")[0]
+    assert "Max sequences per step 4 <code>--max-num-seqs</code>" in shown
+    assert "Max batched tokens per step 1024 <code>--max-num-batched-tokens</code>" in shown
 
 
 @MODELS_BUILT
