@@ -170,10 +170,19 @@ class Stack:
         self._spawn("control", args)
 
     def web_start(self) -> None:
+        # --timeout as ./dev's: on a loaded 2-core host (a vLLM server decoding beside it) a
+        # worker's Django import can outlast gunicorn's default 30 s, and the arbiter would kill it
+        # and boot another, over and over.
         args = [str(VENV / "gunicorn"), "specdash.wsgi", "--bind", f"127.0.0.1:{self.web_port}", "--workers", "2",
-                "--capture-output"]  # fmt: skip
-        self._spawn("web", args)
-        wait_for(lambda: urllib.request.urlopen(f"{self.url}/login/", timeout=2), timeout_s=30, what="gunicorn")
+                "--timeout", "120", "--capture-output"]  # fmt: skip
+        process = self._spawn("web", args)
+
+        def answers() -> bool:
+            return process.poll() is not None or bool(urllib.request.urlopen(f"{self.url}/login/", timeout=10))
+
+        wait_for(answers, timeout_s=180, what="gunicorn")
+        if process.poll() is not None:
+            raise RuntimeError(f"gunicorn exited with {process.returncode}; see {self.folder / 'web.log'}")
 
     @property
     def url(self) -> str:
