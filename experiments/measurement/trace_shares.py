@@ -27,22 +27,30 @@ PHASE_RULES takes the time.
 
 Checked on vLLM 0.32's CPU build with the demo pair (n-gram, draft model and plain
 decoding). The GPU timeline's names are vLLM's documented mirror of the host scopes; no
-CUDA trace was read here. The scopes are the V1 model runner's (v1/worker/gpu_model_runner.py);
-vLLM 0.32's V2 runner (v1/worker/gpu/), its default where Triton is present, records none, so
-a trace with steps and no phase scope is refused as "not split on this model runner" rather
-than read as 100 % other.
+CUDA trace was read here. The scopes are the V1 model runner's (v1/worker/gpu_model_runner.py).
+vLLM 0.32's V2 runner (v1/worker/gpu/), its default where Triton is present, names none of
+its phases: the only scope left is the worker's step, which wraps the runner's execute_model
+(input preparation and the target's forward) but not its sample_tokens (sampling, rejection
+and the proposer), and its kernels name no phase either (the draft's forward runs the same
+kernels as the target's). A trace with steps and none of the phase scopes, on any runner
+and on CPU too, is summarised as "not split" (TraceSummary.split is false, its shares are
+empty) rather than read as 100 % other.
+
+Traces are read as a stream (trace_events): a GPU trace holds every kernel and CUDA call and
+runs to hundreds of megabytes, and only the scopes are kept, so memory follows the number of
+scopes (a few per step), not the size of the file. scripts/bench_trace_read.py measures it.
 
 Django-free, so it can be checked on hand-made traces.
 """
 
 import gzip
-import itertools
 import json
-from collections import defaultdict
-from collections.abc import Iterable, Sequence
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 PHASES = ("proposing", "verifying", "sampling", "other")
 
@@ -56,6 +64,12 @@ STEP_PREFIX = "execute_context_"
 HOST_SCOPES = "user_annotation"
 DEVICE_SCOPES = "gpu_user_annotation"
 TOP_EVENTS = 8
+NOT_SPLIT = "not split on this model runner"
+# Characters read from a trace at a time: the reader holds at most this plus one event.
+CHUNK_CHARS = 1 << 20
+
+_DECODER = json.JSONDecoder()
+_NON_SPACE = re.compile(r"\S")
 
 
 class TraceError(ValueError):
@@ -79,9 +93,28 @@ class TraceSummary:
     scope_ms: dict[str, float] = field(default_factory=lambda: defaultdict(float))
 
     @property
+    def split(self) -> bool:
+        """Whether the traces hold any of the phase scopes within their steps."""
+        return bool(self.scope_ms)
+
+    @property
     def shares(self) -> dict[str, float]:
-        """Each phase's fraction of the profiled time; they sum to one."""
+        """Each phase's fraction of the profiled time; they sum to one. Empty when not split:
+        without a phase scope nothing says where the time went, and 100 % other would be a guess."""
+        if not self.split:
+            return {}
         return {phase: self.phase_ms[phase] / self.total_ms for phase in PHASES}
+
+    @property
+    def not_split_reason(self) -> str:
+        """Why the shares are empty; "" when they are not."""
+        if self.split:
+            return ""
+        return (
+            f"{NOT_SPLIT}: the traces hold {self.steps} engine steps but none of the phase scopes vLLM's V1 model "
+            "runner records (gpu_model_runner: forward, sample, draft). vLLM 0.32's V2 runner, its default on GPU "
+            "hosts with Triton, records none; the V1 runner records them only with VLLM_CUSTOM_SCOPES_FOR_PROFILING=1"
+        )
 
     @property
     def top_events(self) -> list[list[float | str]]:
@@ -106,43 +139,60 @@ def phase_of(name: str) -> str | None:
     return None
 
 
-def scope_spans(events: Iterable[dict[str, Any]], category: str) -> list[Span]:
-    return [
-        Span(event["name"], float(event["ts"]), float(event["ts"]) + float(event.get("dur", 0.0)))
-        for event in events
-        if event.get("ph") == "X" and event.get("cat") == category
-    ]
+def scope_spans(events: Iterable[dict[str, Any]]) -> dict[str, list[Span]]:
+    """The complete scopes of each timeline, in one pass over the events; every other event
+    (operators, kernels, CUDA calls: most of a GPU trace) is dropped as it is read."""
+    kept: dict[str, list[Span]] = {HOST_SCOPES: [], DEVICE_SCOPES: []}
+    names: dict[str, str] = {}  # one string per name, however many scopes carry it
+    for event in events:
+        spans = kept.get(event.get("cat", ""))
+        if spans is not None and event.get("ph") == "X":
+            name = names.setdefault(event["name"], event["name"])
+            start = float(event["ts"])
+            spans.append(Span(name, start, start + float(event.get("dur", 0.0))))
+    return kept
 
 
-def timeline(events: Sequence[dict[str, Any]]) -> list[Span]:
+def timeline(scopes: dict[str, list[Span]]) -> list[Span]:
     """The scopes of the device's timeline when it has steps, else the host's."""
-    device = scope_spans(events, DEVICE_SCOPES)
-    if any(span.name.startswith(STEP_PREFIX) for span in device):
-        return device
-    return scope_spans(events, HOST_SCOPES)
+    if any(span.name.startswith(STEP_PREFIX) for span in scopes[DEVICE_SCOPES]):
+        return scopes[DEVICE_SCOPES]
+    return scopes[HOST_SCOPES]
 
 
 def _claimed_us(spans: list[tuple[int, Span]], start: float, end: float) -> dict[int, float]:
     """Time of [start, end) covered by each rank's spans, a point going to the lowest rank
-    covering it (a sweep over the spans' ends)."""
-    edges = sorted({start, end, *(min(max(t, start), end) for _, s in spans for t in (s.start_us, s.end_us))})
+    covering it (a sweep over the spans' ends, clipped to the window)."""
+    edges = sorted(
+        (min(max(t, start), end), delta, rank)
+        for rank, span in spans
+        for t, delta in ((span.start_us, 1), (span.end_us, -1))
+    )
+    covering: Counter[int] = Counter()
     claimed: dict[int, float] = defaultdict(float)
-    for left, right in itertools.pairwise(edges):
-        ranks = [rank for rank, span in spans if span.start_us <= left and span.end_us >= right]
-        if ranks:
-            claimed[min(ranks)] += right - left
+    previous = start
+    for time, delta, rank in edges:
+        ranks = [r for r, count in covering.items() if count > 0]
+        if ranks and time > previous:
+            claimed[min(ranks)] += time - previous
+        previous = time
+        covering[rank] += delta
     return claimed
 
 
-def summarise_events(events: Sequence[dict[str, Any]]) -> TraceSummary:
-    spans = timeline(events)
+def summarise_spans(spans: list[Span]) -> TraceSummary:
+    """The summary of one timeline's scopes."""
     steps = [span for span in spans if span.name.startswith(STEP_PREFIX)]
     if not steps:
         raise TraceError("the trace holds no engine step (no execute_context_ scope)")
     start = min(span.start_us for span in steps)
-    end = max(span.end_us for span in spans if span.start_us >= start or span in steps)
+    end = max(span.end_us for span in spans if span.start_us >= start)
     ranks = {phase: rank for rank, (phase, _) in enumerate(PHASE_RULES)}
-    classified = [(ranks[phase], span) for span in spans if (phase := phase_of(span.name))]
+    classified = [
+        (ranks[phase], span)
+        for span in spans
+        if (phase := phase_of(span.name)) and min(span.end_us, end) > max(span.start_us, start)
+    ]
     claimed = _claimed_us(classified, start, end)
     summary = TraceSummary(steps=len(steps), total_ms=(end - start) / 1000.0)
     for phase, rank in ranks.items():
@@ -153,25 +203,98 @@ def summarise_events(events: Sequence[dict[str, Any]]) -> TraceSummary:
     return summary
 
 
-def read_trace(path: Path) -> list[dict[str, Any]]:
-    """The events of a trace file, gzipped or not."""
-    opener = gzip.open if str(path).endswith(".gz") else open
+def summarise_events(events: Iterable[dict[str, Any]]) -> TraceSummary:
+    """The summary of one trace's events, read once."""
+    return summarise_spans(timeline(scope_spans(events)))
+
+
+class _Stream:
+    """A text file read CHUNK_CHARS at a time and decoded one JSON value at a time by the
+    standard library's decoder (its C scanner): the speed of json.load, the memory of a chunk."""
+
+    def __init__(self, file: IO[str]) -> None:
+        self.file = file
+        self.buffer = ""
+        self.pos = 0
+        self.eof = False
+
+    def _fill(self) -> None:
+        chunk = self.file.read(CHUNK_CHARS)
+        self.eof = not chunk
+        self.buffer = self.buffer[self.pos :] + chunk
+        self.pos = 0
+
+    def peek(self) -> str:
+        """The next character that is not white space ("" at the end), left unread."""
+        while not (match := _NON_SPACE.search(self.buffer, self.pos)):
+            self.pos = len(self.buffer)
+            if self.eof:
+                return ""
+            self._fill()
+        self.pos = match.start()
+        return match.group()
+
+    def skip(self, char: str) -> bool:
+        """Read `char` if it comes next."""
+        if self.peek() != char:
+            return False
+        self.pos += 1
+        return True
+
+    def value(self) -> Any:
+        """The next JSON value. One that ends where the buffer does may go on in the next
+        chunk (a number cut in two), so it is taken only once more text or the end follows."""
+        self.peek()
+        while True:
+            try:
+                value, end = _DECODER.raw_decode(self.buffer, self.pos)
+                if end < len(self.buffer) or self.eof:
+                    self.pos = end
+                    return value
+            except json.JSONDecodeError:
+                if self.eof:
+                    raise
+            self._fill()
+
+
+def _array(stream: _Stream) -> Iterator[Any]:
+    if not stream.skip("["):
+        raise TraceError("the trace's events are not a JSON array")
+    while not stream.skip("]"):
+        yield stream.value()
+        stream.skip(",")
+
+
+def _trace_events(stream: _Stream) -> Iterator[Any]:
+    """The elements of "traceEvents" in a trace object, or of a bare event list; the object's
+    other keys (device properties, the trace's name) are read and dropped."""
+    if stream.peek() == "[":
+        yield from _array(stream)
+        return
+    if not stream.skip("{"):
+        raise TraceError("the trace is neither a JSON object nor a list of events")
+    while not stream.skip("}"):
+        key = stream.value()
+        stream.skip(":")
+        if key == "traceEvents":
+            yield from _array(stream)
+        else:
+            stream.value()
+        stream.skip(",")
+
+
+def trace_events(path: Path) -> Iterator[dict[str, Any]]:
+    """The events of a trace file, gzipped (vLLM's default, .pt.trace.json.gz) or not, read
+    as a stream: one event in memory at a time."""
+    opener = gzip.open if path.name.endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8") as trace:
-        data = json.load(trace)
-    events: list[dict[str, Any]] = data["traceEvents"] if isinstance(data, dict) else data
-    return events
+        yield from _trace_events(_Stream(trace))
 
 
 def summarise_files(paths: Iterable[Path]) -> TraceSummary:
-    """One summary of the traces of one profiling session (one per engine worker)."""
+    """One summary of the traces of one profiling session (one per engine worker); not split
+    (summary.split false) when none of them holds a phase scope."""
     total = TraceSummary()
     for path in paths:
-        total.add(summarise_events(read_trace(path)))
-    if not total.scope_ms:
-        # Not "100 % other": the runner named no phase, so nothing says where the time went.
-        raise TraceError(
-            f"not split on this model runner: the traces hold {total.steps} engine steps but none of the phase "
-            "scopes vLLM's V1 model runner records (gpu_model_runner: forward, sample, draft); vLLM 0.32's V2 runner, "
-            "its default on GPU hosts with Triton, records none"
-        )
+        total.add(summarise_events(trace_events(path)))
     return total

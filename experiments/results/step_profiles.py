@@ -24,9 +24,15 @@ class ProfileRow:
     requests: int
     steps: int | None
     profiled_ms: float | None
-    shares: dict[str, float] | None  # None when the interval failed
+    shares: dict[str, float] | None  # None when the interval failed or its trace was not split
     step_ms: float | None
     error: str = ""
+
+    @property
+    def not_split(self) -> bool:
+        """The trace was read (it has steps) but holds no phase scope: vLLM's V2 model runner
+        names none (trace_shares.TraceSummary.split); `error` says so."""
+        return self.shares is None and self.steps is not None
 
     @property
     def phase_ms(self) -> dict[str, float] | None:

@@ -10,6 +10,7 @@ import pytest
 from experiments.measurement import trace_shares as profiles
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
+DEVICE_SCOPES = profiles.DEVICE_SCOPES
 
 
 def scope(name: str, ts: float, dur: float, cat: str = "user_annotation") -> dict:
@@ -80,8 +81,45 @@ def test_a_trace_without_steps_is_refused():
         profiles.summarise_events([scope("gpu_model_runner: forward", 0, 5)])
 
 
-def test_traces_of_steps_without_phase_scopes_are_not_split(tmp_path):
-    """What vLLM 0.32's V2 model runner leaves: engine steps, no gpu_model_runner scopes."""
+def kernel(name: str, ts: float, dur: float) -> dict:
+    return {"ph": "X", "cat": "kernel", "name": name, "ts": ts, "dur": dur, "args": {"stream": 7, "grid": [1, 1, 1]}}
+
+
+def v2_steps() -> list[dict]:
+    """Two engine steps as vLLM 0.32's V2 model runner leaves them on a GPU host (v1/worker/gpu/,
+    no record_function): the worker's step annotation around execute_model on the host and its
+    mirror on the GPU, the target's forward as one CUDA graph launch, then sample_tokens'
+    Triton kernels (sampler, rejection) and the proposer's, outside any scope; the engine
+    core's scheduler scope sits between the steps on the host."""
+    return [
+        scope("execute_context_0(0)_generation_2(8)", 0, 30),
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "ts": 20, "dur": 5},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::copy_", "ts": 2, "dur": 4},
+        scope("execute_context_0(0)_generation_2(8)", 25, 60, DEVICE_SCOPES),
+        kernel("ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_stages_64x3_tn", 30, 40),
+        kernel("_rejection_kernel", 86, 3),
+        kernel("_gumbel_sample_kernel", 89, 2),
+        kernel("ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_stages_64x3_tn", 92, 6),  # the draft's forward
+        scope("schedule: allocate_slots", 100, 4),
+        scope("execute_context_0(0)_generation_2(10)", 110, 30),
+        scope("execute_context_0(0)_generation_2(10)", 135, 60, DEVICE_SCOPES),
+        kernel("_gumbel_sample_kernel", 196, 2),
+    ]
+
+
+def test_a_v2_runner_trace_on_gpu_is_not_split():
+    summary = profiles.summarise_events(v2_steps())
+    # The GPU's timeline: its two steps, 25-195 µs.
+    assert (summary.steps, summary.total_ms) == (2, pytest.approx(0.170))
+    assert not summary.split
+    assert summary.shares == {}
+    assert summary.top_events == []
+    assert summary.not_split_reason.startswith("not split on this model runner: the traces hold 2 engine steps")
+
+
+def test_a_cpu_trace_without_phase_scopes_is_not_split(tmp_path):
+    """What the V1 runner on CPU leaves when VLLM_CUSTOM_SCOPES_FOR_PROFILING is not set:
+    engine steps and operators, no gpu_model_runner scope."""
     events = [
         scope("execute_context_1(8)_generation_0(0)", 0, 10),
         scope("execute_context_0(0)_generation_1(5)", 30, 8),
@@ -89,8 +127,95 @@ def test_traces_of_steps_without_phase_scopes_are_not_split(tmp_path):
     ]
     trace = tmp_path / "a_rank0.pt.trace.json"
     trace.write_text(json.dumps({"traceEvents": events}))
-    with pytest.raises(profiles.TraceError, match="not split on this model runner: the traces hold 2 engine steps"):
-        profiles.summarise_files([trace])
+    summary = profiles.summarise_files([trace])
+    assert (summary.steps, summary.total_ms, summary.split, summary.shares) == (2, pytest.approx(0.038), False, {})
+    assert "VLLM_CUSTOM_SCOPES_FOR_PROFILING=1" in summary.not_split_reason
+
+
+def test_a_v1_runner_trace_on_gpu_is_split_on_the_gpu_timeline():
+    """The V1 runner's scopes on the host and their GPU mirrors, among kernels and CUDA calls:
+    the kernels are not scopes, the GPU's scopes give the shares."""
+    host = [scope(e["name"], e["ts"] - 5, e["dur"] / 2) for e in two_steps() if e.get("ph") == "X"]
+    noise = [kernel("_gumbel_sample_kernel", 12, 2), {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel"}]
+    summary = profiles.summarise_events(host + noise + two_steps(cat=DEVICE_SCOPES))
+    assert (summary.split, summary.not_split_reason) == (True, "")
+    assert summary.shares == pytest.approx(
+        {"verifying": 12 / 44, "sampling": 3 / 44, "proposing": 7 / 44, "other": 22 / 44}
+    )
+
+
+def test_a_phase_scope_outside_the_steps_counts_for_nothing():
+    events = [
+        scope("gpu_model_runner: forward", -50, 5),  # before the first step: a warm-up's
+        scope("execute_context_0(0)_generation_1(1)", 0, 10),
+    ]
+    summary = profiles.summarise_events(events)
+    assert (summary.split, summary.shares, dict(summary.scope_ms)) == (False, {}, {})
+
+
+def test_scopes_overlapping_in_one_phase_are_counted_once():
+    events = [
+        scope("execute_context_0(0)_generation_1(1)", 0, 10),
+        scope("gpu_model_runner: forward", 0, 6),
+        scope("gpu_model_runner: postprocess", 4, 4),  # verifying too, 4-8: 2 µs new
+        scope("gpu_model_runner: sample", 8, 0),  # a point: no time
+    ]
+    assert profiles.summarise_events(events).shares == pytest.approx(
+        {"proposing": 0.0, "verifying": 0.8, "sampling": 0.0, "other": 0.2}
+    )
+
+
+def _write(path: Path, document: object) -> Path:
+    """A trace laid out as Kineto writes it: one key per line, an event per few lines."""
+    text = json.dumps(document, indent=1)
+    if path.name.endswith(".gz"):
+        with gzip.open(path, "wt", encoding="utf-8") as trace:
+            trace.write(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+def kineto(events: list[dict]) -> dict:
+    """A trace object with the keys Kineto writes around its events (numbers at the end, so a
+    chunk can cut one in two)."""
+    return {
+        "schemaVersion": 1,
+        "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85031714816}],
+        "traceEvents": events,
+        "traceName": "level-1_rank0.1764690000000000000.pt.trace.json",
+        "displayTimeUnit": "ms",
+        "baseTimeNanoseconds": 1764690000000000000,
+    }
+
+
+TRACES = {
+    "v1 cpu": lambda: kineto(two_steps()),
+    "v1 gpu": lambda: kineto(two_steps() + two_steps(cat=DEVICE_SCOPES)),
+    "v2 gpu": lambda: kineto(v2_steps()),
+    "bare list": two_steps,
+    "real ngram": lambda: json.loads((FIXTURES / "profile_ngram_cpu.json").read_text()),
+}
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 64, 1 << 20])
+@pytest.mark.parametrize("suffix", [".pt.trace.json", ".pt.trace.json.gz"])
+@pytest.mark.parametrize("trace", TRACES)
+def test_the_streamed_reader_reads_what_json_load_reads(tmp_path, monkeypatch, chunk, suffix, trace):
+    document = TRACES[trace]()
+    path = _write(tmp_path / f"a_rank0{suffix}", document)
+    monkeypatch.setattr(profiles, "CHUNK_CHARS", chunk)  # events and numbers cut across chunks
+    expected = document["traceEvents"] if isinstance(document, dict) else document
+    assert list(profiles.trace_events(path)) == expected
+    streamed, loaded = profiles.summarise_files([path]), profiles.summarise_events(expected)
+    assert (streamed.steps, streamed.total_ms, streamed.shares) == (loaded.steps, loaded.total_ms, loaded.shares)
+
+
+def test_a_truncated_trace_is_an_error(tmp_path):
+    path = tmp_path / "a_rank0.pt.trace.json"
+    path.write_text(json.dumps(kineto(two_steps()))[:-200])
+    with pytest.raises(json.JSONDecodeError):
+        profiles.summarise_files([path])
 
 
 def test_files_of_several_workers_add_up(tmp_path):

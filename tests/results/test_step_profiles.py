@@ -104,3 +104,22 @@ def test_the_api_gives_the_pages_profiles(client, user):
     profiled, failed = body["profiles"]
     assert profiled["shares"] == pytest.approx({"proposing": 0.10, "verifying": 0.60, "sampling": 0.05, "other": 0.25})
     assert (failed["level"], failed["shares"], failed["error"]) == (4, None, "OSError: no trace")
+
+
+def test_a_trace_not_split_shows_its_steps_and_why_not_zeros(client, user):
+    experiment = seed_finished_experiment(repetitions=2, requests=6, owner=user, profile_intervals=True)
+    arm = experiment.arms.get(method="ngram")
+    unsplit = TraceSummary(steps=20, total_ms=80.0)  # steps, no phase scope: vLLM's V2 runner
+    execution.profiled_interval_record(
+        experiment=experiment, arm=arm, level=1, summary=unsplit, requests=4, error=unsplit.not_split_reason
+    )
+    (row,) = step_profiles.profile_rows(experiment=experiment, step_rows=[])
+    assert (row.not_split, row.shares, row.percent, row.steps, row.profiled_ms) == (True, None, None, 20, 80.0)
+    client.force_login(user)
+    html = client.get(f"/experiments/{experiment.pk}/").text
+    assert "<dt>Not split</dt>" in html
+    table = html[html.index('id="table-profile"') :]
+    assert "not split on this model runner: the traces hold 20 engine steps" in table
+    assert "not profiled:" not in table
+    assert 'data-value="80.0"' in table  # the profiled time, shown
+    assert 'data-value="0.0"' not in table  # no share shown as zero

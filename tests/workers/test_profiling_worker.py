@@ -3,11 +3,13 @@ with which prompts and server arguments, and what a failed interval records."""
 
 import gzip
 import json
+from datetime import UTC, datetime
 
 import pytest
 
 from experiments.models import ProfiledInterval
 from tests.factories import ArmFactory, ExperimentFactory, RunFactory
+from workers.measure.loadgen import LoadResult
 from workers.server import profiling
 from workers.server.vllm_server import profiler_args
 
@@ -62,7 +64,9 @@ def test_an_interval_that_fails_is_recorded_with_its_error(monkeypatch, settings
     assert ProfiledInterval.objects.filter(arm=arm).count() == 1
 
 
-def test_an_interval_on_a_runner_without_phase_scopes_says_it_is_not_split(monkeypatch, settings, tmp_path):
+def test_an_interval_on_a_runner_without_phase_scopes_is_stored_not_split(monkeypatch, settings, tmp_path):
+    """A trace with steps and none of the V1 runner's scopes (vLLM 0.32's V2 runner on GPU) keeps
+    its steps, profiled time and path; its shares stay empty and the error says why."""
     settings.DATA_DIR = tmp_path
     experiment = ExperimentFactory(profile_intervals=True, warmup_requests=0)
     arm = ArmFactory(experiment=experiment)
@@ -73,9 +77,16 @@ def test_an_interval_on_a_runner_without_phase_scopes_says_it_is_not_split(monke
         step = {"ph": "X", "cat": "user_annotation", "name": "execute_context_0(0)_generation_1(1)", "ts": 0, "dur": 9}
         with gzip.open(directory / f"{prefix}_rank0.pt.trace.json.gz", "wt") as trace:
             json.dump({"traceEvents": [step]}, trace)
+        now = datetime.now(UTC)
+        return LoadResult(requests=[], duration_s=1.5, started_at=now, finished_at=now)
 
     monkeypatch.setattr(profiling, "profiled_load", steps_only)
     profiling.session_profile("http://127.0.0.1:9", experiment, arm, [1], ["a", "b", "c", "d"])
     interval = ProfiledInterval.objects.get(arm=arm)
     assert interval.error.startswith("not split on this model runner: the traces hold 1 engine steps")
-    assert interval.share_other is None
+    assert (interval.steps, interval.profiled_ms, interval.duration_s) == (1, pytest.approx(0.009), 1.5)
+    assert interval.trace_path.endswith("_rank0.pt.trace.json.gz")
+    assert interval.trace_bytes > 0
+    assert (interval.share_proposing, interval.share_verifying, interval.share_sampling, interval.share_other) == (
+        None, None, None, None,
+    )  # fmt: skip

@@ -3,11 +3,14 @@ vLLM's torch profiler, summarised into where an engine step's time goes.
 
 Only the server of the arm's last block profiles (its levels after its measured runs), so
 every other server runs as an unprofiled one does. That server is started with the profiler
-configured (workers/vllm_server.profiler_args) and with vLLM's named scopes around the
+configured (workers/server/vllm_server.profiler_args) and with vLLM's named scopes around the
 model runner's phases (forward, sample, draft: what experiments/measurement/trace_shares.py classifies);
-while no profile is being taken those scopes cost a few microseconds per step. The trace
-stays on the worker's disk under the experiment's data folder, its path and the shares in
-the database (execution.profiled_interval_record). The interval is not a run: its requests
+while no profile is being taken those scopes cost a few microseconds per step. Only vLLM's V1
+model runner has those scopes: a trace of its V2 runner (vLLM 0.32's default on GPU hosts
+with Triton) is stored with its steps and profiled time, its shares empty and the reason in
+its error ("not split on this model runner"). The trace stays on the worker's disk under the
+experiment's data folder, its path and the shares in the database
+(execution.profiled_interval_record). The interval is not a run: its requests
 are not stored and no statistic reads it.
 """
 
@@ -35,7 +38,8 @@ MIN_REQUESTS = 4
 # /stop_profile answers once the worker has written its trace, which on CPU hosts can take
 # tens of seconds for a trace of some thousand steps.
 STOP_TIMEOUT_S = 600.0
-# vLLM wraps the model runner's phases in torch.profiler.record_function only when this is set.
+# vLLM's V1 model runner wraps its phases in torch.profiler.record_function only when this is
+# set (vllm/v1/utils.py, record_function_or_nullcontext); the V2 runner has no such scopes.
 SCOPES_ENV = {"VLLM_CUSTOM_SCOPES_FOR_PROFILING": "1"}
 
 
@@ -115,7 +119,7 @@ def interval_profile(base_url: str, experiment: Experiment, arm: Arm, level: int
         if not files:
             raise FileNotFoundError(f"vLLM wrote no trace named {prefix}_* into {directory}")
         summary = profiles.summarise_files(files)
-    except profiles.TraceError as exc:  # the trace says why it cannot be split: that is the whole message
+    except profiles.TraceError as exc:  # the trace says why it holds no step: that is the whole message
         logger.warning("profiled interval of %s at %d: %s", arm, level, exc)
         execution.profiled_interval_record(**record, requests=len(chosen), error=str(exc))
         return
@@ -131,6 +135,7 @@ def interval_profile(base_url: str, experiment: Experiment, arm: Arm, level: int
         trace_path=str(files[0].relative_to(settings.DATA_DIR)),
         trace_bytes=sum(path.stat().st_size for path in files),
         summary=summary,
+        error=summary.not_split_reason,
     )
 
 
