@@ -13,7 +13,7 @@ import pytest
 from celery.signals import worker_process_init
 
 from workers import runner, tasks
-from workers.server import vllm_server
+from workers.server import gpu_memory, vllm_server
 from workers.server.vllm_server import ServerStartError, VllmServer, build_server_args, free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -152,11 +152,9 @@ FAKE_SERVER = textwrap.dedent(
 
 
 def _group_gone(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return True
-    return False
+    """No process of the group runs: every member, read from /proc, not only the leader (a
+    zombie has ended; it waits for init to reap it)."""
+    return _running_members(pgid) == []
 
 
 def _fake_args(*extra, script=FAKE_SERVER) -> list[str]:
@@ -200,6 +198,203 @@ def test_sigkill_follows_an_ignored_sigterm(tmp_path, monkeypatch):
     with _fake(tmp_path, "--ignore-sigterm") as server:
         pgid = server.pid
     assert _group_gone(pgid)
+
+
+# As FAKE_SERVER, but its engine child ignores SIGTERM while the leader exits on it.
+CHILD_IGNORES_SIGTERM = FAKE_SERVER.replace(
+    '"import time; time.sleep(600)"',
+    '"import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"',
+)
+
+
+def test_stop_waits_for_every_process_of_the_group_not_only_the_leader(tmp_path, monkeypatch):
+    monkeypatch.setattr(vllm_server, "STOP_GRACE_S", 0.5)
+    with _fake(tmp_path, script=CHILD_IGNORES_SIGTERM) as server:
+        pgid = server.pid
+        time.sleep(0.3)  # the child sets its handler
+        assert len(vllm_server.group_pids(pgid)) == 2
+    assert vllm_server.group_pids(pgid) == []
+
+
+def _drop_sigkill(monkeypatch):
+    """Signals as sent, but SIGKILL never arrives: a group stuck in the kernel (state D)."""
+    send = vllm_server.VllmServer._signal_group
+
+    def signal_group(pgid, sig):
+        if sig != signal.SIGKILL:
+            send(pgid, sig)
+
+    monkeypatch.setattr(vllm_server.VllmServer, "_signal_group", staticmethod(signal_group))
+
+
+def test_a_group_that_outlives_sigkill_is_logged_and_blocks_later_starts(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr(vllm_server, "STOP_GRACE_S", 0.3)
+    monkeypatch.setattr(vllm_server, "KILL_WAIT_S", 0.3)
+    monkeypatch.setattr(vllm_server, "_unkillable", set())
+    _drop_sigkill(monkeypatch)
+    pid_dir = tmp_path / "pids"
+    server = VllmServer(_fake_args("--ignore-sigterm"), log_path=tmp_path / "server.log", pid_dir=pid_dir)
+    with server:
+        pgid = server.pid
+    try:
+        assert vllm_server.group_pids(pgid)  # stop() returned, loudly, without pretending
+        assert f"vLLM server (process group {pgid}) outlived SIGKILL" in caplog.text
+        assert f"pid {pgid} in state" in caplog.text
+        assert (pid_dir / f"{pgid}.pid").exists()  # for the next worker process's clean-up
+        later = _fake(tmp_path)
+        with pytest.raises(ServerStartError) as caught, later:
+            pass
+        assert "outlived SIGKILL" in caught.value.message
+        assert f"process group {pgid}" in caught.value.message
+        assert later.pid is None  # nothing was started
+    finally:
+        os.killpg(pgid, signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while vllm_server.group_pids(pgid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    with _fake(tmp_path) as again:  # once the survivors are gone, servers start again
+        assert again.pid is not None
+
+
+class FakeGpus:
+    """Stands in for gpu_memory.Probe: each snapshot() answers with the next of `answers`, the
+    last one from then on; each answer is a function of the call's moment."""
+
+    def __init__(self, *answers):
+        self.answers = list(answers)
+        self.calls = 0
+
+    def snapshot(self):
+        answer = self.answers[min(self.calls, len(self.answers) - 1)]
+        self.calls += 1
+        return answer()
+
+
+def test_stop_waits_until_the_gpu_releases_the_groups_memory(tmp_path, monkeypatch, caplog):
+    caplog.set_level("INFO")
+    monkeypatch.setattr(gpu_memory, "POLL_S", 0.01)
+    members: list[int] = []
+    seen_alive = []
+
+    def held():
+        seen_alive.append(vllm_server.group_pids(members[0]))
+        return gpu_memory.Snapshot([], [gpu_memory.GpuProcess(members[-1], 20480), gpu_memory.GpuProcess(1, 5)])
+
+    def released():
+        return gpu_memory.Snapshot([], [gpu_memory.GpuProcess(1, 5)])  # another tenant's
+
+    gpus = FakeGpus(held, held, held, released)
+    with VllmServer(_fake_args(), log_path=tmp_path / "server.log", gpu_probe=gpus) as server:
+        time.sleep(0.3)
+        members += vllm_server.group_pids(server.pid)
+    assert gpus.calls == 4
+    assert seen_alive == [[], [], []]  # asked only once every process of the group had ended
+    assert f"pid {members[-1]} (20480 MiB)" in caplog.text
+    assert "GPU memory of the stopped vLLM server released after" in caplog.text
+
+
+def test_memory_the_gpu_never_releases_is_waited_for_up_to_the_bound(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr(gpu_memory, "POLL_S", 0.01)
+    monkeypatch.setattr(vllm_server, "GPU_RELEASE_S", 0.2)
+    leader: list[int] = []
+    held = FakeGpus(lambda: gpu_memory.Snapshot([], [gpu_memory.GpuProcess(leader[0], 20480)]))
+    started = time.monotonic()
+    with VllmServer(_fake_args(), log_path=tmp_path / "server.log", gpu_probe=held) as server:
+        leader.append(server.pid)
+    assert time.monotonic() - started < 10
+    assert held.calls > 2
+    assert "still held after 0 s" in caplog.text
+    # Memory of processes that are not the server's is none of its stop's business.
+    other = FakeGpus(lambda: gpu_memory.Snapshot([], [gpu_memory.GpuProcess(1, 20480)]))
+    with VllmServer(_fake_args(), log_path=tmp_path / "other.log", gpu_probe=other):
+        pass
+    assert other.calls == 1
+
+
+def test_a_gpu_host_gets_a_probe_and_a_cpu_host_none(tmp_path, monkeypatch):
+    monkeypatch.setattr(vllm_server, "cuda_visible", lambda python: True)
+    server = VllmServer(["/bin/true", "--port", "1"], log_path=tmp_path / "log", env={"CUDA_VISIBLE_DEVICES": "2,3"})
+    server.start()
+    server.stop()
+    assert isinstance(server.gpu_probe, gpu_memory.Probe)
+    assert (server.gpu_probe.vllm_python, server.gpu_probe.visible_devices) == ("/bin/true", "2,3")
+    monkeypatch.setattr(vllm_server, "cuda_visible", lambda python: False)
+    cpu = VllmServer(["/bin/true", "--port", "1"], log_path=tmp_path / "log")
+    cpu.start()
+    cpu.stop()
+    assert cpu.gpu_probe is None
+
+
+# vllm/v1/worker/utils.py:763 (request_memory), as a GPU host logs it.
+VLLM_REFUSAL = (
+    "ValueError: Free memory on device cuda:0 (3.12/79.19 GiB) on startup is less than desired GPU memory "
+    "utilization (0.92, 72.85 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes."
+)
+
+
+def _refused_then_serving(tmp_path, refusals: int, line: str = VLLM_REFUSAL) -> str:
+    """A stand-in server refused for memory on its first `refusals` starts, healthy after."""
+    starts = tmp_path / "starts"
+    prelude = (
+        f"import sys; from pathlib import Path; starts = Path({str(starts)!r}); "
+        f"starts.write_text(starts.read_text() + 'x' if starts.exists() else 'x')\n"
+        f"if len(starts.read_text()) <= {refusals}:\n    print({line!r}, flush=True); sys.exit(1)\n"
+    )
+    return prelude + FAKE_SERVER
+
+
+def _gpus_freed_after(polls: int) -> FakeGpus:
+    busy = gpu_memory.Snapshot([gpu_memory.Gpu(81000, 3200)], [])
+    free = gpu_memory.Snapshot([gpu_memory.Gpu(81000, 80000)], [])
+    return FakeGpus(*[lambda: busy] * polls, lambda: free)
+
+
+def test_a_start_refused_for_gpu_memory_waits_and_is_made_once_more(tmp_path, monkeypatch):
+    monkeypatch.setattr(gpu_memory, "POLL_S", 0.01)
+    gpus = _gpus_freed_after(3)
+    server = VllmServer(
+        _fake_args(script=_refused_then_serving(tmp_path, 1)), log_path=tmp_path / "server.log", gpu_probe=gpus
+    )
+    with server:
+        assert server._health_ok()
+        assert gpus.calls == 4  # until 92% of the GPU was free
+    assert (tmp_path / "starts").read_text() == "xx"
+    assert VLLM_REFUSAL in (tmp_path / "server.refused.log").read_text()  # the first start's log is kept
+    assert "fake server listening" in server.log_tail()
+
+
+def test_a_second_refusal_fails_saying_a_retry_was_made(tmp_path, monkeypatch):
+    monkeypatch.setattr(gpu_memory, "POLL_S", 0.01)
+    monkeypatch.setattr(vllm_server, "GPU_FREE_WAIT_S", 0.1)
+    script = _refused_then_serving(tmp_path, 2)
+    server = VllmServer(_fake_args(script=script), log_path=tmp_path / "server.log", gpu_probe=_gpus_freed_after(99))
+    with pytest.raises(ServerStartError) as caught, server:
+        pass
+    assert (tmp_path / "starts").read_text() == "xx"  # once more, not again and again
+    assert "exited with code 1" in caught.value.message
+    assert "retried once: the first start was refused for want of GPU memory" in caught.value.message
+    assert "without 92% of each GPU free" in caught.value.message
+    assert VLLM_REFUSAL in caught.value.log_tail
+    assert server.pid is None
+
+
+def test_other_failures_and_cpu_hosts_get_no_second_start(tmp_path, monkeypatch):
+    monkeypatch.setattr(gpu_memory, "POLL_S", 0.01)
+    other = _refused_then_serving(tmp_path, 1, line="OSError: no config.json in /models/x")
+    with (
+        pytest.raises(ServerStartError),
+        VllmServer(_fake_args(script=other), log_path=tmp_path / "server.log", gpu_probe=_gpus_freed_after(0)),
+    ):
+        pass
+    assert (tmp_path / "starts").read_text() == "x"
+    (tmp_path / "starts").unlink()
+    monkeypatch.setattr(vllm_server, "cuda_visible", lambda python: False)
+    with (
+        pytest.raises(ServerStartError),
+        VllmServer(_fake_args(script=_refused_then_serving(tmp_path, 1)), log_path=tmp_path / "cpu.log"),
+    ):
+        pass
+    assert (tmp_path / "starts").read_text() == "x"
 
 
 def test_early_exit_raises_with_the_log_tail(tmp_path):
@@ -287,7 +482,7 @@ def test_real_vllm_with_a_bad_model_path(tmp_path):
         server.wait_healthy()
     assert "exited with code" in caught.value.message
     assert "no-such-model" in caught.value.log_tail
-    assert _group_gone(pgid)
+    assert _group_gone(pgid)  # the engine's processes too, not only the API server
 
 
 def _sleeper(*marker: str) -> subprocess.Popen:

