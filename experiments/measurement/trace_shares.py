@@ -76,7 +76,7 @@ class TraceError(ValueError):
     """The trace holds no engine step: the profiler did not run while requests were served."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a GPU trace keeps some ten scopes a step
 class Span:
     name: str
     start_us: float
