@@ -241,6 +241,11 @@ class _Stream:
         self.pos += 1
         return True
 
+    def expect(self, char: str) -> None:
+        """Read `char`, which must come next: a trace that is not JSON fails, never reads on."""
+        if not self.skip(char):
+            raise TraceError(f"the trace is not JSON: {char!r} expected, {self.peek()!r} found")
+
     def value(self) -> Any:
         """The next JSON value. One that ends where the buffer does may go on in the next
         chunk (a number cut in two), so it is taken only once more text or the end follows."""
@@ -258,29 +263,35 @@ class _Stream:
 
 
 def _array(stream: _Stream) -> Iterator[Any]:
-    if not stream.skip("["):
-        raise TraceError("the trace's events are not a JSON array")
-    while not stream.skip("]"):
+    stream.expect("[")
+    if stream.skip("]"):
+        return
+    while True:
         yield stream.value()
-        stream.skip(",")
+        if stream.skip("]"):
+            return
+        stream.expect(",")
 
 
 def _trace_events(stream: _Stream) -> Iterator[Any]:
     """The elements of "traceEvents" in a trace object, or of a bare event list; the object's
-    other keys (device properties, the trace's name) are read and dropped."""
+    other keys (device properties, versions, the trace's name) are read and dropped."""
     if stream.peek() == "[":
         yield from _array(stream)
         return
-    if not stream.skip("{"):
-        raise TraceError("the trace is neither a JSON object nor a list of events")
-    while not stream.skip("}"):
+    stream.expect("{")
+    if stream.skip("}"):
+        return
+    while True:
         key = stream.value()
-        stream.skip(":")
+        stream.expect(":")
         if key == "traceEvents":
             yield from _array(stream)
         else:
             stream.value()
-        stream.skip(",")
+        if stream.skip("}"):
+            return
+        stream.expect(",")
 
 
 def trace_events(path: Path) -> Iterator[dict[str, Any]]:

@@ -177,15 +177,17 @@ def _write(path: Path, document: object) -> Path:
 
 
 def kineto(events: list[dict]) -> dict:
-    """A trace object with the keys Kineto writes around its events (numbers at the end, so a
-    chunk can cut one in two)."""
+    """A trace object with the keys Kineto writes around its events: plain numbers before them,
+    which a chunk can cut in two, and the trace's name after."""
     return {
         "schemaVersion": 1,
         "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85031714816}],
-        "traceEvents": events,
-        "traceName": "level-1_rank0.1764690000000000000.pt.trace.json",
+        "cupti_version": 24,
+        "cuda_runtime_version": 12080,
         "displayTimeUnit": "ms",
         "baseTimeNanoseconds": 1764690000000000000,
+        "traceEvents": events,
+        "traceName": "level-1_rank0.1764690000000000000.pt.trace.json",
     }
 
 
@@ -209,6 +211,17 @@ def test_the_streamed_reader_reads_what_json_load_reads(tmp_path, monkeypatch, c
     assert list(profiles.trace_events(path)) == expected
     streamed, loaded = profiles.summarise_files([path]), profiles.summarise_events(expected)
     assert (streamed.steps, streamed.total_ms, streamed.shares) == (loaded.steps, loaded.total_ms, loaded.shares)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['{"traceEvents": [{"ph": "X"} {"ph": "X"}]}', '{"schemaVersion" 1, "traceEvents": []}', '{"traceEvents": [}'],
+)
+def test_a_trace_that_is_not_json_is_refused_not_read_on(tmp_path, text):
+    path = tmp_path / "a_rank0.pt.trace.json"
+    path.write_text(text)
+    with pytest.raises((profiles.TraceError, json.JSONDecodeError)):
+        list(profiles.trace_events(path))
 
 
 def test_a_truncated_trace_is_an_error(tmp_path):
