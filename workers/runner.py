@@ -31,6 +31,7 @@ from workers.measure.loadgen import LoadResult, Prompt, run_load_sync
 from workers.measure.prom import SpecCounters
 from workers.server import affinity, profiling, synthetic_acceptance
 from workers.server.chat_template import chat_template_for
+from workers.server.engine_report import read_engine_report
 from workers.server.model_prefetch import ModelPrefetch
 from workers.server.vllm_server import (
     ServerStartError,
@@ -408,6 +409,7 @@ def session_attempt(execution: Execution, session: Session) -> None:
                 vllm_python=settings.SPECDASH_VLLM_PYTHON,
                 server_command=args,
                 cpu_binding=execution.binding.record() | {"placement": server.placed} if execution.binding else {},
+                engine=read_engine_report(server.log_path).record(),
             )
             for run in session.runs:
                 stop_if_cancelled(experiment)

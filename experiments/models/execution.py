@@ -360,6 +360,17 @@ class EnvironmentSnapshot(models.Model):
     # Which cores the engine's threads and the load generator were bound to, and the
     # environment variables that set it (workers/server/affinity.py); empty on GPU hosts.
     cpu_binding = models.JSONField(default=dict, blank=True)
+    # What vLLM decided for the run's server, as its log said (workers/server/engine_report.py);
+    # blank or null where the log did not say, and on runs recorded before it was read.
+    model_runner = models.CharField(max_length=8, blank=True, help_text="vLLM's model runner: V1 or V2.")
+    async_scheduling = models.BooleanField(null=True, help_text="Whether vLLM scheduled asynchronously.")
+    cuda_graphs = models.CharField(
+        max_length=32, blank=True, help_text="off, or the CUDA graph mode vLLM captured (FULL_AND_PIECEWISE, ...)."
+    )
+    kv_cache_tokens = models.PositiveBigIntegerField(null=True, help_text="The KV cache's size in tokens.")
+    engine_log_lines = models.JSONField(
+        default=dict, blank=True, help_text="Per field above, the line of vLLM's log it was read from."
+    )
 
     def __str__(self):
         return f"environment of {self.run}"

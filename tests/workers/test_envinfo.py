@@ -6,12 +6,15 @@ import pytest
 from workers.host import envinfo
 from workers.host.envinfo import capture_environment, interpreter_versions, parse_cuda_version, parse_gpu_query
 from workers.server import vllm_server
+from workers.server.engine_report import EngineReport
 
 # experiments.models.EnvironmentSnapshot, without `run` and `captured_at`.
 SNAPSHOT_FIELDS = {
     "host_name", "cpu_model", "cpu_count", "gpu_name", "gpu_count", "gpu_memory_mb", "gpu_driver",
     "cuda_version", "vllm_version", "torch_version", "python_version", "server_command", "cpu_binding",
 }  # fmt: skip
+# What vLLM decided, read from the server's log (workers/server/engine_report.py).
+ENGINE_FIELDS = {"model_runner", "async_scheduling", "cuda_graphs", "kv_cache_tokens", "engine_log_lines"}
 
 NVIDIA_SMI_BANNER = """\
 +-----------------------------------------------------------------------------------------+
@@ -52,6 +55,19 @@ def test_capture_without_gpu(monkeypatch):
     assert env["cpu_binding"] == {}
     assert env["cpu_count"] >= 1
     assert env["host_name"]
+
+
+def test_capture_records_what_the_servers_log_said():
+    report = EngineReport(
+        model_runner="V1", async_scheduling=False, cuda_graphs="off", kv_cache_tokens=87_296,
+        evidence={"model_runner": "Model Runner V2 requires Triton; using the V1 model runner instead."},
+    )  # fmt: skip
+    env = capture_environment(vllm_python="/no/such/python", server_command=["python"], engine=report.record())
+    assert set(env) == SNAPSHOT_FIELDS | ENGINE_FIELDS
+    assert (env["model_runner"], env["async_scheduling"], env["cuda_graphs"], env["kv_cache_tokens"]) == (
+        "V1", False, "off", 87_296,
+    )  # fmt: skip
+    assert env["engine_log_lines"] == report.evidence
 
 
 @pytest.fixture

@@ -4,10 +4,12 @@ import pytest
 
 from experiments.measurement.packed import FLOAT64, UINT32
 from experiments.measurement.token_ids import pack_token_ids, unpack_token_ids
-from experiments.models import EnvironmentSnapshot, RequestRecord, RunSummary
+from experiments.models import EnvironmentSnapshot, RequestRecord, Run, RunSummary
 from tests.factories import RunFactory
 from workers.measure.loadgen import LoadResult, RequestResult, finalise
 from workers.measure.prom import SpecCounters
+from workers.server.engine_report import EngineReport
+from workers.storage import spool
 from workers.storage.ingest import ingest_run, meets_slos, summary_fields
 
 pytestmark = pytest.mark.django_db
@@ -159,3 +161,37 @@ def test_the_engines_timings_and_the_stream_checks_are_stored_and_summarised():
     assert summary.stream_span_ratio_p50 == 1.0
     assert summary.stream_flagged  # 1 of 3 distorted is over 5 %
     assert summary.server_tpot_p50_ms == 20.0
+
+
+def _spooled(run, environment: dict) -> spool.SpooledRun:
+    return spool.SpooledRun(run.id, run.experiment_id, _load(), COUNTERS, environment)
+
+
+def test_what_vllm_decided_is_stored_with_the_runs_environment(settings, tmp_path):
+    settings.DATA_DIR = tmp_path
+    run = RunFactory(status=Run.Status.RUNNING)
+    report = EngineReport(
+        model_runner="V2", async_scheduling=None, cuda_graphs="FULL_AND_PIECEWISE", kv_cache_tokens=1_234_560,
+        evidence={"model_runner": "Using V2 Model Runner"},
+    )  # fmt: skip
+    path = spool.spool_write(_spooled(run, ENVIRONMENT | report.record()), worker_name="w")
+    assert spool.spool_store(path, wait_s=0)
+    snapshot = EnvironmentSnapshot.objects.get(run=run)
+    assert (snapshot.model_runner, snapshot.async_scheduling, snapshot.cuda_graphs, snapshot.kv_cache_tokens) == (
+        "V2", None, "FULL_AND_PIECEWISE", 1_234_560,
+    )  # fmt: skip
+    assert snapshot.engine_log_lines == {"model_runner": "Using V2 Model Runner"}
+
+
+def test_a_run_spooled_before_vllms_decisions_were_read_is_stored_with_them_unknown(settings, tmp_path):
+    """A spool file a worker wrote before the upgrade holds an environment without the keys."""
+    settings.DATA_DIR = tmp_path
+    run = RunFactory(status=Run.Status.RUNNING)
+    path = spool.spool_write(_spooled(run, dict(ENVIRONMENT)), worker_name="w")
+    assert spool.spool_store(path, wait_s=0)
+    snapshot = EnvironmentSnapshot.objects.get(run=run)
+    assert snapshot.host_name == "gpu-1"
+    assert (snapshot.model_runner, snapshot.async_scheduling, snapshot.cuda_graphs, snapshot.kv_cache_tokens) == (
+        "", None, "", None,
+    )  # fmt: skip
+    assert snapshot.engine_log_lines == {}

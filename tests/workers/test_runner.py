@@ -36,6 +36,7 @@ class Served:
 
     servers: list["FakeServer"] = field(default_factory=list)
     fail_when: object = None  # a predicate on the server's log path: fail that start
+    log_text: str = ""  # what each server writes to its log as it starts
 
     def runs_of(self, server: "FakeServer") -> list[Run]:
         return [Run.objects.get(id=run_id) for run_id in server.run_ids]
@@ -59,6 +60,7 @@ class FakeServer:
         self.stop_check()  # VllmServer calls it between health checks while the server starts
         if self.served.fail_when and self.served.fail_when(self.log_path.name):
             raise ServerStartError("vLLM server exited with code 1 before it became healthy", "CUDA out of nowhere")
+        self.log_path.write_text(self.served.log_text)
         self.running = True
         if self.placement is not None:
             front, engine_core = self.placement.cores()
@@ -96,8 +98,8 @@ def _fake_load(served: Served):
     return run_load_sync
 
 
-def _fake_environment(*, vllm_python: str, server_command: list[str], cpu_binding: dict) -> dict:
-    return {"host_name": "h", "server_command": server_command, "cpu_binding": cpu_binding}
+def _fake_environment(*, vllm_python: str, server_command: list[str], cpu_binding: dict, engine: dict) -> dict:
+    return {"host_name": "h", "server_command": server_command, "cpu_binding": cpu_binding, **engine}
 
 
 @pytest.fixture
@@ -296,6 +298,23 @@ def test_gpu_hosts_set_no_cpu_binding(served, celery_dispatch, monkeypatch):
     assert all(server.env == {} for server in served.servers)
     assert all(load["cores"] == before for server in served.servers for load in server.loads)
     assert all(s.cpu_binding == {} for s in EnvironmentSnapshot.objects.filter(run__experiment=experiment))
+
+
+def test_each_runs_environment_records_what_its_servers_log_said_vllm_decided(served, celery_dispatch):
+    # Two of a CPU server's start-up lines, as tests/workers/test_engine_report.py quotes them.
+    served.log_text = (
+        "(APIServer pid=7) WARNING 12-02 16:40:01 [vllm.py:726] Model Runner V2 requires Triton; using the V1 "
+        "model runner instead.\n(EngineCore pid=8) INFO 12-02 16:40:12 [kv_cache_utils.py:2328] CPU KV cache size: "
+        "87,296 tokens, Maximum concurrency for 512 tokens per request: 170.50x\n"
+    )
+
+    experiment = _run_all(_experiment(celery_dispatch, repetitions=1, aa_replicate=False))
+
+    snapshots = EnvironmentSnapshot.objects.filter(run__experiment=experiment)
+    assert snapshots.count() == experiment.runs.count()
+    assert {(s.model_runner, s.async_scheduling, s.cuda_graphs, s.kv_cache_tokens) for s in snapshots} == {
+        ("V1", False, "", 87_296)
+    }
 
 
 def test_cpu_servers_fork_their_processes_unless_told_not_to(served, celery_dispatch, settings):

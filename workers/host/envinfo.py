@@ -1,8 +1,10 @@
 """What a run ran on: host, CPU, GPUs and the vLLM interpreter's package versions.
 
 The keys of `capture_environment()` are the fields of experiments.models.EnvironmentSnapshot
-(without `run` and `captured_at`). Plain module: no Django; vLLM and torch are looked up in
-the vLLM interpreter's package metadata or imported by that interpreter, never here.
+(without `run` and `captured_at`); what vLLM decided for the server, as its log said, comes in
+as workers/server/engine_report.py's EngineReport.record(). Plain module: no Django; vLLM and
+torch are looked up in the vLLM interpreter's package metadata or imported by that interpreter,
+never here.
 
 The GPUs are the ones the vLLM interpreter's torch sees (`torch_gpus`), as the servers it
 starts will: a GPU host whose nvidia-smi is not on the worker's PATH is still a GPU host, and
@@ -67,9 +69,15 @@ class GpuFields(TypedDict, total=False):
 
 
 def capture_environment(
-    *, vllm_python: str, server_command: list[str], cpu_binding: Mapping[str, object] | None = None
+    *,
+    vllm_python: str,
+    server_command: list[str],
+    cpu_binding: Mapping[str, object] | None = None,
+    engine: Mapping[str, object] | None = None,
 ) -> dict[str, Any]:
-    """`cpu_binding` is workers.server.affinity.CpuBinding.record() on CPU hosts, empty otherwise."""
+    """`cpu_binding` is workers.server.affinity.CpuBinding.record() on CPU hosts, empty otherwise;
+    `engine` is EngineReport.record() of the server's log (without it, the snapshot's defaults:
+    unknown)."""
     return {
         "host_name": socket.gethostname(),
         "cpu_model": cpu_model(),
@@ -78,6 +86,7 @@ def capture_environment(
         **interpreter_versions(vllm_python),
         "server_command": list(server_command),
         "cpu_binding": dict(cpu_binding or {}),
+        **(engine or {}),
     }
 
 
