@@ -48,6 +48,12 @@ def arm_payload(arm) -> dict:
     }  # fmt: skip
 
 
+def _arm_with_engine(row: selectors.ArmProtocol) -> dict:
+    """The arm, with what vLLM decided for its servers and where that differs from the baseline's."""
+    decisions = [decision.as_json() for decision in row.engine_decisions]
+    return arm_payload(row.arm) | {"engine": {"decisions": decisions, "flags": row.engine_flags}}
+
+
 def experiment_payload(experiment: Experiment) -> dict:
     """The experiment: who, when, status, its protocol as a spec that could be submitted again."""
     return {
@@ -61,7 +67,7 @@ def experiment_payload(experiment: Experiment) -> dict:
         "vllm_versions": experiment.vllm_versions,
         "hardware": experiment.hardware,
         "spec": spec_from_experiment(experiment),
-        "arms": [arm_payload(arm) for arm in experiment.arms.order_by("position")],
+        "arms": [_arm_with_engine(row) for row in selectors.experiment_arms(experiment=experiment)],
         "warnings": selectors.experiment_warnings(
             experiment=experiment, analysis=getattr(experiment, "analysis", None)
         ),

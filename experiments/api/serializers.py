@@ -103,6 +103,33 @@ class ArmSerializer(serializers.Serializer):
     )
 
 
+class EngineDecisionSerializer(serializers.Serializer):
+    model_runner = serializers.CharField(help_text="V1 or V2; empty where vLLM's log did not say.")
+    async_scheduling = serializers.BooleanField(
+        allow_null=True, help_text="Null where vLLM's log did not say (vLLM 0.32 logs only turning it off)."
+    )
+    cuda_graphs = serializers.CharField(
+        help_text="off, on, or the CUDA graph mode captured (FULL_AND_PIECEWISE, ...); empty where not logged."
+    )
+    kv_cache_tokens = serializers.IntegerField(allow_null=True, help_text="The KV cache's size in tokens.")
+    log_lines = serializers.DictField(
+        child=serializers.CharField(), help_text="Per field, the line of vLLM's log it was read from."
+    )
+
+
+class ArmEngineSerializer(serializers.Serializer):
+    decisions = EngineDecisionSerializer(
+        many=True, help_text="What vLLM decided for the arm's servers, each distinct decision once; [] before any run."
+    )
+    flags = serializers.ListField(
+        child=serializers.CharField(), help_text="Where the arm's servers decided otherwise than the baseline's."
+    )
+
+
+class ExperimentArmSerializer(ArmSerializer):
+    engine = ArmEngineSerializer()
+
+
 class ExperimentSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     name = serializers.CharField()
@@ -114,7 +141,7 @@ class ExperimentSerializer(serializers.Serializer):
     vllm_versions = serializers.ListField(child=serializers.CharField())
     hardware = serializers.ListField(child=serializers.CharField())
     spec = ExperimentSpecSerializer(help_text="The protocol, as a spec that could be submitted again.")
-    arms = ArmSerializer(many=True)
+    arms = ExperimentArmSerializer(many=True)
     warnings = serializers.ListField(child=serializers.CharField())
     queue_notice = serializers.CharField(
         allow_null=True,

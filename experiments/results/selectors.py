@@ -20,6 +20,7 @@ from experiments.models import (
     ExperimentAnalysis,
     Run,
 )
+from experiments.results import engine
 
 
 def experiment_list(*, user, status: str = "", owner=None, search: str = "") -> QuerySet[Experiment]:
@@ -50,6 +51,9 @@ class ArmProtocol:
     speculative_config_json: str
     # Every distinct command line its servers ran (the port, which each server picks, shown as <port>).
     server_commands: list[str] = field(default_factory=list)
+    # What vLLM decided for its servers (each distinct one), and where that differs from the baseline's.
+    engine_decisions: list[engine.EngineDecision] = field(default_factory=list)
+    engine_flags: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -77,13 +81,18 @@ def experiment_arms(*, experiment: Experiment) -> list[ArmProtocol]:
     commands = defaultdict(set)
     for arm_id, command in snapshots.values_list("run__arm_id", "server_command").distinct():
         commands[arm_id].add(shlex.join(_without_port(command)))
+    arms = list(experiment.arms.order_by("position"))
+    decisions = engine.arm_decisions(experiment=experiment)
+    baseline = next((decisions.get(arm.id, []) for arm in arms if arm.is_baseline), [])
     return [
         ArmProtocol(
             arm=arm,
             speculative_config_json=json.dumps(arm.speculative_config()) if arm.is_speculative else "",
             server_commands=sorted(commands[arm.id]),
+            engine_decisions=decisions.get(arm.id, []),
+            engine_flags=engine.arm_flags(arm, decisions.get(arm.id, []), baseline),
         )
-        for arm in experiment.arms.order_by("position")
+        for arm in arms
     ]
 
 
