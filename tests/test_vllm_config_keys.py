@@ -10,19 +10,25 @@ import subprocess
 
 from django.conf import settings
 
+from experiments.definition.forms import SPECULATIVE_METHODS
 from experiments.models import Arm
 from experiments.rules import server_settings
+from workers.server import method_support
 from workers.server.vllm_server import build_server_args, profiler_args
 
-# Prints the installed SpeculativeConfig's field names and the values its `method` accepts.
+# Prints the installed SpeculativeConfig's field names, the values its `method` accepts and the
+# source of its suffix decoding check (which names the arctic-inference version to install).
 INTROSPECT = """
-import dataclasses, json, typing
+import dataclasses, inspect, json, typing
 from vllm.config import ProfilerConfig, SpeculativeConfig
-method = typing.get_type_hints(SpeculativeConfig)["method"]
-literal = next(arg for arg in typing.get_args(method) if typing.get_origin(arg) is typing.Literal)
+def values(hint):  # the strings of a Literal, within a Union or Optional
+    if isinstance(hint, str):
+        return [hint]
+    return [value for arg in typing.get_args(hint) for value in values(arg)]
 print(json.dumps({"fields": [f.name for f in dataclasses.fields(SpeculativeConfig)],
-                  "methods": list(typing.get_args(literal)),
-                  "profiler": [f.name for f in dataclasses.fields(ProfilerConfig)]}))
+                  "methods": values(typing.get_type_hints(SpeculativeConfig)["method"]),
+                  "profiler": [f.name for f in dataclasses.fields(ProfilerConfig)],
+                  "suffix_check": inspect.getsource(SpeculativeConfig._validate_suffix_decoding)}))
 """
 
 
@@ -36,6 +42,9 @@ def _installed() -> dict:
 def test_every_key_specdash_sets_is_one_vllm_has(tmp_path):
     installed = _installed()
     assert set(Arm.PARAM_KEYS) <= set(installed["methods"]), set(Arm.PARAM_KEYS) - set(installed["methods"])
+    offered = {value for value, _ in SPECULATIVE_METHODS}
+    assert offered <= set(installed["methods"]), offered - set(installed["methods"])
+    assert Arm.Method.NGRAM_GPU in installed["methods"]
     written = {"method", "num_speculative_tokens", *(key for keys in Arm.PARAM_KEYS.values() for key in keys)}
     arm = Arm(method=Arm.Method.NGRAM, num_speculative_tokens=2, params={"prompt_lookup_min": 1})
     written |= set(arm.synthetic_config(1.5))
@@ -103,3 +112,9 @@ def test_every_server_setting_is_a_flag_and_field_of_the_installed_vllm():
     arm_keys = {s.engine_field for s in server_settings.ARM_SETTINGS}
     assert arm_keys <= set(installed["speculative_fields"])
     assert installed["parsed"]["speculative_config"]["draft_tensor_parallel_size"] == 1
+
+
+def test_the_arctic_inference_version_specdash_installs_is_the_one_vllm_asks_for():
+    """vLLM's refusal of a suffix config without arctic-inference names the version to install;
+    the worker's refusal and requirements/vllm-gpu.txt name the same."""
+    assert f"pip install {method_support.ARCTIC_INFERENCE}" in _installed()["suffix_check"]

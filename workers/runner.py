@@ -29,7 +29,7 @@ from workers.host.envinfo import capture_environment, gpu_info
 from workers.liveness import LeaseBeat
 from workers.measure.loadgen import LoadResult, Prompt, run_load_sync
 from workers.measure.prom import SpecCounters
-from workers.server import affinity, profiling, synthetic_acceptance
+from workers.server import affinity, method_support, profiling, synthetic_acceptance
 from workers.server.chat_template import chat_template_for
 from workers.server.engine_report import read_engine_report
 from workers.server.model_prefetch import ModelPrefetch
@@ -394,6 +394,7 @@ def session_attempt(execution: Execution, session: Session) -> None:
     try:
         check_models_allowed(args)
         check_synthetic_support(session)
+        method_support.check(session.arm.method, settings.SPECDASH_VLLM_PYTHON)
         server = VllmServer(
             args,
             log_path=server_log_path(experiment, session),

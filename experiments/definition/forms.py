@@ -47,7 +47,6 @@ DTYPE_CHOICES = [
 SPECULATIVE_METHODS = [(value, label) for value, label in Arm.Method.choices if value != Arm.Method.BASELINE]
 # Which arm fields each method uses; the others are ignored (and hidden in the page).
 # Methods that take a path ("model" in vLLM's speculative config) map to what it points at.
-NGRAM_METHODS = {Arm.Method.NGRAM}
 PATH_METHODS = {
     Arm.Method.DRAFT_MODEL: "draft model",
     Arm.Method.EAGLE: "EAGLE head",
@@ -758,7 +757,17 @@ class ExperimentForm(TeamForm):
 class ArmForm(forms.Form):
     """One speculative arm. Only the fields its method uses end up in the ArmSpec."""
 
-    method = forms.ChoiceField(choices=SPECULATIVE_METHODS, initial=Arm.Method.NGRAM)
+    method = forms.ChoiceField(
+        choices=SPECULATIVE_METHODS,
+        initial=Arm.Method.NGRAM,
+        help_text="n-gram lookup (ngram) and n-gram lookup on the GPU (ngram_gpu) take the same settings, but vLLM "
+        "turns async scheduling off for ngram and keeps it for ngram_gpu, as for the baseline, EAGLE, MTP and draft "
+        "models: on a GPU worker pick ngram_gpu to compare n-gram speculation alone, ngram to measure it as vLLM "
+        "runs it by default. CPU workers refuse ngram_gpu (it needs a GPU). Suffix decoding needs arctic-inference "
+        "in the worker's vLLM environment (its runs fail before a server starts without it), gets a fresh server "
+        "for every run, and runs on vLLM's V1 model runner (Model Runner V2 does not support it) while on GPU the "
+        "other arms run on V2: its speedup includes the runner's difference.",
+    )
     num_speculative_tokens = forms.IntegerField(min_value=1, max_value=MAX_SPECULATIVE_TOKENS, initial=4, label="k")
     prompt_lookup_min = forms.IntegerField(
         min_value=1, max_value=MAX_LOOKUP, initial=2, required=False, label="Lookup min"
@@ -789,11 +798,11 @@ class ArmForm(forms.Form):
         cleaned = super().clean()
         assert cleaned is not None, "Form.clean() returns cleaned_data"
         method = cleaned.get("method")
-        if method not in NGRAM_METHODS:
+        if method not in Arm.NGRAM_METHODS:
             _drop_errors(self, ["prompt_lookup_min", "prompt_lookup_max"])
         if method not in PATH_METHODS:
             _drop_errors(self, ["model", "draft_tensor_parallel_size"])
-        if method in NGRAM_METHODS:
+        if method in Arm.NGRAM_METHODS:
             self._clean_ngram(cleaned)
         if method in PATH_METHODS:
             self._clean_path(cleaned)
@@ -831,7 +840,7 @@ class ArmForm(forms.Form):
     def arm_spec(self) -> ArmSpec:
         method = self.cleaned_data["method"]
         params = {}
-        if method in NGRAM_METHODS:
+        if method in Arm.NGRAM_METHODS:
             params = {
                 "prompt_lookup_min": self.cleaned_data["prompt_lookup_min"],
                 "prompt_lookup_max": self.cleaned_data["prompt_lookup_max"],

@@ -67,7 +67,7 @@ def _params_problem(method: str, params: dict) -> str | None:
     problem = _arm_settings_problem(params)
     if problem:
         return problem
-    if method == Arm.Method.NGRAM:
+    if method in Arm.NGRAM_METHODS:
         low, high = params["prompt_lookup_min"], params["prompt_lookup_max"]
         if not all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_LOOKUP for v in (low, high)):
             return f"prompt_lookup_min and prompt_lookup_max must be whole numbers from 1 to {MAX_LOOKUP}"

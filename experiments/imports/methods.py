@@ -11,7 +11,7 @@ In order of trust:
    The first names a method (an Arm.Method value) and k only: the arm stores no settings, since
    no n-gram lookup lengths or draft model path can be made up from it (as for a method named
    in a label). The second is a speculative config, checked as one from a file;
-3. a method named in the label (ngram, draft, eagle3, eagle, mtp, suffix), k from the figures.
+3. a method named in the label (ngram_gpu, ngram, draft, eagle3, eagle, mtp, suffix), k from the figures.
 A config and a line for the same files are refused rather than one of them silently winning;
 a k that differs from the number of draft positions the files report acceptance for is refused.
 """
@@ -29,6 +29,7 @@ from experiments.rules import json_input, text_rules
 # Words in a label that name a method, the more specific first.
 LABEL_METHODS = (
     ("eagle3", Arm.Method.EAGLE3), ("eagle-3", Arm.Method.EAGLE3), ("eagle", Arm.Method.EAGLE),
+    ("ngram_gpu", Arm.Method.NGRAM_GPU), ("ngram-gpu", Arm.Method.NGRAM_GPU),
     ("ngram", Arm.Method.NGRAM), ("n-gram", Arm.Method.NGRAM), ("draft", Arm.Method.DRAFT_MODEL),
     ("mtp", Arm.Method.MTP), ("suffix", Arm.Method.SUFFIX),
 )  # fmt: skip
@@ -219,6 +220,6 @@ def arm_method(label: str, files: list[BenchFile]) -> tuple[str, int | None, dic
         raise BenchFileRefused(
             f"{_names(files)}: which speculative method is “{label}”? {METHODS_HINT} Or run vllm bench serve with "
             "--metadata speculative_config='<the server's --speculative-config>', or a --label that names the "
-            "method (ngram, draft, eagle, eagle3, mtp, suffix)."
+            "method (ngram, ngram_gpu, draft, eagle, eagle3, mtp, suffix)."
         )
     return method, max((file.k or 1) for file in files), {}

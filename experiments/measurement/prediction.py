@@ -25,6 +25,7 @@ PROFILED = " (a profiled interval shows the share of its step spent proposing)"
 # Why c is not measured, by method; a draft-model arm's reason depends on its calibration.
 UNMEASURED = {
     "ngram": "not measured: n-gram lookup proposes from the prompt, with no model to serve alone",
+    "ngram_gpu": "not measured: n-gram lookup on the GPU proposes from the prompt, with no model to serve alone",
     "suffix": "not measured: suffix decoding proposes from a cache, with no model to serve alone",
     "eagle": f"not measured: an EAGLE head runs inside the target's server and cannot be served alone{PROFILED}",
     "eagle3": f"not measured: an EAGLE-3 head runs inside the target's server and cannot be served alone{PROFILED}",

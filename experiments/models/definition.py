@@ -407,6 +407,7 @@ class Arm(models.Model):
     class Method(models.TextChoices):
         BASELINE = "baseline", "Baseline (no speculation)"
         NGRAM = "ngram", "n-gram lookup"
+        NGRAM_GPU = "ngram_gpu", "n-gram lookup on the GPU"
         DRAFT_MODEL = "draft_model", "Draft model"
         EAGLE = "eagle", "EAGLE"
         EAGLE3 = "eagle3", "EAGLE-3"
@@ -485,12 +486,17 @@ class Arm(models.Model):
     # them against the installed vLLM's SpeculativeConfig.
     PARAM_KEYS = {
         Method.NGRAM: ("prompt_lookup_min", "prompt_lookup_max"),
+        Method.NGRAM_GPU: ("prompt_lookup_min", "prompt_lookup_max"),
         Method.DRAFT_MODEL: ("model",),
         Method.EAGLE: ("model",),
         Method.EAGLE3: ("model",),
         Method.MTP: (),
         Method.SUFFIX: (),
     }
+
+    # Prompt lookup (n-gram) proposers, with the same settings: vLLM 0.32 turns async scheduling
+    # off for ngram and keeps it for ngram_gpu, as for plain decoding (config/vllm.py).
+    NGRAM_METHODS = frozenset({Method.NGRAM, Method.NGRAM_GPU})
 
     # Keys a method's config may carry beside PARAM_KEYS, vLLM's default applying when absent
     # (experiments/rules/server_settings.py's per-arm settings, checked by the same test).

@@ -183,6 +183,33 @@ def test_arm_errors_are_given_per_arm_with_the_forms_messages(api):
     assert "arm 3, Draft / head path: Give the path of the EAGLE head." in body["messages"]
 
 
+def test_an_ngram_gpu_arm_is_submitted_with_its_lookup_lengths(api, celery_dispatch):
+    arm = {"method": "ngram_gpu", "num_speculative_tokens": 3, "prompt_lookup_min": 1, "prompt_lookup_max": 2}
+
+    response = _post(api, _spec(arms=[arm]))
+
+    assert response.status_code == 201, response.content
+    stored = Experiment.objects.get().arms.get(method="ngram_gpu")
+    assert stored.speculative_config() == arm
+
+
+def test_an_ngram_gpu_arm_with_bad_lookup_lengths_is_refused(api):
+    spec = _spec(arms=[{"method": "ngram_gpu", "prompt_lookup_min": 5, "prompt_lookup_max": 3}, {"method": "ngram_gpu",
+                 "prompt_lookup_min": None}])  # fmt: skip
+
+    body = _post(api, spec).json()
+
+    assert body["errors"]["arms"][0] == {"prompt_lookup_min": ["Lookup min (5) must not exceed lookup max (3)."]}
+    assert body["errors"]["arms"][1] == {"prompt_lookup_min": ["n-gram arms need this."]}
+    assert not Experiment.objects.exists()
+
+
+def test_the_schema_offers_ngram_gpu():
+    schema = yaml.safe_load(SCHEMA_FILE.read_text())
+
+    assert "ngram_gpu" in schema["components"]["schemas"]["MethodEnum"]["enum"]
+
+
 def test_two_identical_arms_are_refused_as_by_the_form(api):
     body = _post(api, _spec(arms=[NGRAM, NGRAM])).json()
 

@@ -113,6 +113,22 @@ def test_the_command_submits_a_spec_file(tmp_path, user, celery_dispatch):
 
 
 @pytest.mark.django_db
+def test_the_command_submits_an_ngram_gpu_arm_beside_an_ngram_one(tmp_path, user, celery_dispatch):
+    gpu = {**SPEC["arms"][0], "method": "ngram_gpu"}
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(SPEC | {"arms": [*SPEC["arms"], gpu]}))
+
+    status, _ = _command(str(path), owner="alice")
+
+    assert status == HELD
+    arms = Experiment.objects.get().arms.exclude(method="baseline").order_by("position")
+    assert [(arm.method, arm.params) for arm in arms] == [
+        ("ngram", {"prompt_lookup_min": 2, "prompt_lookup_max": 4}),
+        ("ngram_gpu", {"prompt_lookup_min": 2, "prompt_lookup_max": 4}),
+    ]
+
+
+@pytest.mark.django_db
 def test_the_command_warns_when_no_live_worker_listens_on_the_queue(tmp_path, user, celery_dispatch):
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(SPEC | {"worker_queue": "h100"}))

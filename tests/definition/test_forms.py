@@ -277,6 +277,50 @@ def test_an_ngram_arm_ignores_a_draft_tensor_parallel_size():
     assert "draft_tensor_parallel_size" not in arms.arm_specs()[0].params
 
 
+NGRAM_GPU_ARM_FORM = {**NGRAM_ARM_FORM, "method": "ngram_gpu"}
+
+
+def test_an_ngram_gpu_arm_takes_the_lookup_lengths():
+    form, arms = bind(form_data(arms=[{**NGRAM_GPU_ARM_FORM, "prompt_lookup_min": "1", "prompt_lookup_max": "3"}]))
+
+    assert protocol_is_valid(form, arms), arms.errors
+    (spec,) = arms.arm_specs()
+    assert (spec.method, spec.num_speculative_tokens) == ("ngram_gpu", 4)
+    assert spec.params == {"prompt_lookup_min": 1, "prompt_lookup_max": 3}
+
+
+@pytest.mark.parametrize(
+    ("lookup", "field", "message"),
+    [
+        ({"prompt_lookup_min": "5", "prompt_lookup_max": "3"}, "prompt_lookup_min", "Lookup min (5) must not exceed"),
+        ({"prompt_lookup_max": ""}, "prompt_lookup_max", "n-gram arms need this."),
+        ({"prompt_lookup_min": "0"}, "prompt_lookup_min", "greater than or equal to 1"),
+    ],
+)
+def test_an_ngram_gpu_arm_is_held_to_the_ngram_rules(lookup, field, message):
+    form, arms = bind(form_data(arms=[{**NGRAM_GPU_ARM_FORM, **lookup}]))
+
+    assert not protocol_is_valid(form, arms)
+    assert message in " ".join(arms.forms[0].errors[field])
+
+
+def test_ngram_and_ngram_gpu_with_the_same_settings_are_two_arms():
+    form, arms = bind(form_data(arms=[NGRAM_ARM_FORM, NGRAM_GPU_ARM_FORM]))
+
+    assert protocol_is_valid(form, arms), arms.errors
+    assert [spec.method for spec in arms.arm_specs()] == ["ngram", "ngram_gpu"]
+
+
+def test_the_method_help_says_when_to_pick_which():
+    _, arms = bind(form_data())
+
+    help_text = str(arms.forms[0].fields["method"].help_text)
+    assert "async scheduling off for ngram and keeps it for ngram_gpu" in help_text
+    assert "CPU workers refuse ngram_gpu" in help_text
+    assert "Model Runner V2 does not support it" in help_text
+    assert "arctic-inference" in help_text
+
+
 def test_clean_sample_rules_say_what_is_wrong():
     size = len(catalog.get_prompt_set("chat").prompts)
     form, _ = bind(form_data(num_prompts=str(size), warmup_requests="2", concurrency_levels="1, 16"))

@@ -494,14 +494,15 @@ def test_a_file_without_label_or_config_takes_the_method_given_for_its_name(logg
 
 
 @pytest.mark.django_db
-def test_a_label_takes_a_method_line_with_a_config(logged_in_client):
-    config = '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1, "prompt_lookup_max": 4}'
+@pytest.mark.parametrize("method", ["ngram", "ngram_gpu"])
+def test_a_label_takes_a_method_line_with_a_config(logged_in_client, method):
+    config = f'{{"method": "{method}", "num_speculative_tokens": 3, "prompt_lookup_min": 1, "prompt_lookup_max": 4}}'
 
     response = _post(logged_in_client, _configless_pairs(label="fast arm"), methods=f"fast arm = {config}")
 
     assert response.status_code == 302
     arm = Arm.objects.get(label="fast arm")
-    assert (arm.method, arm.num_speculative_tokens) == ("ngram", 3)
+    assert (arm.method, arm.num_speculative_tokens) == (method, 3)
     assert arm.params == {"prompt_lookup_min": 1, "prompt_lookup_max": 4}
 
 
@@ -512,6 +513,15 @@ def test_a_method_needing_a_model_path_is_stored_without_settings(logged_in_clie
     assert response.status_code == 302
     arm = Arm.objects.get(label="my draft")
     assert (arm.method, arm.num_speculative_tokens, arm.params) == ("draft_model", 3, {})
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("label", ["ngram_gpu k=3", "Ngram-GPU k=3"])
+def test_a_label_naming_ngram_gpu_is_not_read_as_ngram(logged_in_client, label):
+    response = _post(logged_in_client, _configless_pairs(label=label))
+
+    assert response.status_code == 302
+    assert Arm.objects.get(label=label).method == "ngram_gpu"
 
 
 @pytest.mark.django_db
@@ -535,7 +545,7 @@ def test_an_unnamed_method_is_refused_with_the_way_to_name_it(logged_in_client):
 
 METHOD_REFUSALS = [
     ("nobody = ngram 3", "Methods, line 1: no file has the label, or is named, “nobody”."),
-    ("mystery = ngramm 3", "Methods, line 1: the method of “mystery” must be one of ngram, draft_model,"),
+    ("mystery = ngramm 3", "Methods, line 1: the method of “mystery” must be one of ngram, ngram_gpu, draft_model,"),
     ("mystery = ngram 17", "Methods, line 1: k for “mystery” must be a whole number from 1 to 16, not “17”."),
     ("mystery = ngram three", "k for “mystery” must be a whole number from 1 to 16, not “three”."),
     ("mystery = ngram", "Methods, line 1: “ngram” for “mystery” must be a method and k, e.g. “ngram 3”."),

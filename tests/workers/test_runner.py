@@ -21,6 +21,7 @@ from tests.factories import UserFactory, experiment_fields
 from workers import runner
 from workers.measure.loadgen import LoadResult, RequestResult
 from workers.measure.prom import SpecCounters
+from workers.server import method_support
 from workers.server.affinity import core_list
 from workers.server.vllm_server import ServerStartError
 
@@ -111,6 +112,7 @@ def served(monkeypatch, settings, tmp_path):
     monkeypatch.setattr(runner, "run_load_sync", _fake_load(served))
     monkeypatch.setattr(runner, "capture_environment", _fake_environment)
     monkeypatch.setattr(runner, "cuda_visible", lambda python=None: False)
+    monkeypatch.setattr(method_support, "arctic_inference_error", lambda python: None)
     return served
 
 
@@ -481,3 +483,50 @@ def test_each_server_waits_as_long_as_its_queue_allows(celery_dispatch, served, 
     assert on_cpu.status == on_h100.status == Experiment.Status.FINISHED
     timeouts = [server.start_timeout_s for server in served.servers]
     assert timeouts == [settings.SPECDASH_SERVER_START_TIMEOUT_S] * 2 + [1800.0] * 2
+
+
+# The probe itself, before the `served` fixture replaces it with a host that has arctic-inference.
+ARCTIC_INFERENCE_ERROR = method_support.arctic_inference_error
+
+
+def _refused_before_any_server(experiment: Experiment, served: Served, method: str) -> list[Run]:
+    arm = experiment.arms.get(method=method)
+    assert arm.id not in {served.runs_of(server)[0].arm_id for server in served.servers}
+    runs = list(experiment.runs.filter(arm=arm))
+    assert runs
+    assert all(run.status == Run.Status.FAILED for run in runs)
+    return runs
+
+
+def test_suffix_runs_fail_before_any_server_where_the_vllm_environment_lacks_arctic_inference(
+    served, celery_dispatch, monkeypatch, settings
+):
+    """This host's CPU vLLM environment has no arctic-inference: the worker asks it, starts no
+    server for the suffix arm, and fails its runs with the fix; the other arms run."""
+    monkeypatch.setattr(method_support, "arctic_inference_error", ARCTIC_INFERENCE_ERROR)
+    experiment = _run_all(_experiment(celery_dispatch, arms=(NGRAM, SUFFIX), aa_replicate=False, repetitions=1))
+
+    for run in _refused_before_any_server(experiment, served, Arm.Method.SUFFIX):
+        assert "suffix decoding needs arctic-inference" in run.error
+        assert "No module named 'arctic_inference'" in run.error
+        assert f"{settings.SPECDASH_VLLM_PYTHON} -m pip install arctic-inference==0.1.1" in run.error
+    assert experiment.runs.filter(arm__method=Arm.Method.NGRAM, status=Run.Status.SUCCEEDED).count() == 2
+
+
+def test_a_worker_without_a_gpu_fails_ngram_gpu_runs_before_any_server(served, celery_dispatch, monkeypatch):
+    monkeypatch.setattr(method_support, "cuda_visible", lambda python=None: False)
+    ngram_gpu = ArmSpec(method=Arm.Method.NGRAM_GPU, num_speculative_tokens=4, params={"prompt_lookup_min": 2})
+    experiment = _run_all(_experiment(celery_dispatch, arms=(NGRAM, ngram_gpu), aa_replicate=False, repetitions=1))
+
+    for run in _refused_before_any_server(experiment, served, Arm.Method.NGRAM_GPU):
+        assert "ngram_gpu runs its n-gram lookup on a GPU, and this worker has none" in run.error
+        assert "Last lines of its log" not in run.error
+
+
+def test_a_gpu_worker_starts_ngram_gpu_servers(served, celery_dispatch, monkeypatch):
+    monkeypatch.setattr(method_support, "cuda_visible", lambda python=None: True)
+    ngram_gpu = ArmSpec(method=Arm.Method.NGRAM_GPU, num_speculative_tokens=4, params={"prompt_lookup_min": 2})
+    experiment = _run_all(_experiment(celery_dispatch, arms=(ngram_gpu,), aa_replicate=False, repetitions=1))
+
+    assert experiment.status == Experiment.Status.FINISHED
+    assert experiment.runs.filter(status=Run.Status.SUCCEEDED).count() == 4
