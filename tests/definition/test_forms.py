@@ -311,6 +311,12 @@ def test_ngram_and_ngram_gpu_with_the_same_settings_are_two_arms():
     assert [spec.method for spec in arms.arm_specs()] == ["ngram", "ngram_gpu"]
 
 
+def test_the_page_shows_the_lookup_lengths_for_both_ngram_methods(logged_in_client):
+    html = logged_in_client.get(reverse("experiments:create")).text
+
+    assert html.count('data-methods="ngram ngram_gpu"') == 4  # two fields, in the first arm and the template
+
+
 def test_the_method_help_says_when_to_pick_which():
     _, arms = bind(form_data())
 

@@ -76,6 +76,7 @@ def test_no_prediction_at_a_level_the_calibration_did_not_measure():
         ("eagle3", "not measured: an EAGLE-3 head"),
         ("mtp", "not measured: MTP layers"),
         ("ngram", "not measured: n-gram lookup"),
+        ("ngram_gpu", "not measured: n-gram lookup on the GPU"),
         ("suffix", "not measured: suffix decoding"),
     ],
 )
