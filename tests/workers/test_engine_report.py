@@ -1,7 +1,8 @@
 """What vLLM decided, read from server logs in vLLM 0.32's words. The messages are copied from
 the installed vLLM's source (file and line in site-packages/vllm beside each); the prefix is
 vLLM's log format (vllm/logger.py:28, "(%(vllm_process_name)s pid=%(process)d) %(levelname)s
-%(asctime)s [%(fileinfo)s:%(lineno)d] %(message)s")."""
+%(asctime)s [%(fileinfo)s:%(lineno)d] %(message)s", the line number that of the logger call). The
+CPU lines match what this host's servers logged on 2 December 2026 (the integration test's)."""
 
 from workers.server.engine_report import EngineReport, parse_engine_report, read_engine_report
 
@@ -12,9 +13,9 @@ ENGINE = "(EngineCore pid=4188) "
 CPU_NGRAM_LOG = [
     API + "INFO 12-02 16:40:00 [utils.py:301] non-default args: {'model': '/models/target', 'enforce_eager': True}",
     # config/vllm.py:726
-    API + "WARNING 12-02 16:40:01 [vllm.py:726] Model Runner V2 requires Triton; using the V1 model runner instead.",
+    API + "WARNING 12-02 16:40:01 [vllm.py:725] Model Runner V2 requires Triton; using the V1 model runner instead.",
     # config/vllm.py:1606-1609
-    API + "WARNING 12-02 16:40:01 [vllm.py:1606] Async scheduling not supported with ngram-based speculative "
+    API + "WARNING 12-02 16:40:01 [vllm.py:1605] Async scheduling not supported with ngram-based speculative "
     "decoding and will be disabled.",
     # config/vllm.py:1703-1708
     API + "WARNING 12-02 16:40:01 [vllm.py:1703] Enforce eager set, disabling torch.compile, CUDAGraphs, and JIT "
@@ -23,26 +24,26 @@ CPU_NGRAM_LOG = [
     # config/vllm.py:1929
     API + "INFO 12-02 16:40:01 [vllm.py:1929] Cudagraph is disabled under eager mode",
     # v1/engine/core.py:134, the config as config/vllm.py:2703 (__str__) and config/compilation.py:824 print it
-    ENGINE + "INFO 12-02 16:40:06 [core.py:134] Initializing a V1 LLM engine (v0.32.0) with config: "
+    ENGINE + "INFO 12-02 16:40:06 [core.py:133] Initializing a V1 LLM engine (v0.32.0) with config: "
     "model='/models/target', speculative_config=SpeculativeConfig(method='ngram', num_spec_tokens=3), "
     "enforce_eager=True, compilation_config={'mode': <CompilationMode.NONE: 0>, 'cudagraph_mode': "
     "<CUDAGraphMode.NONE: 0>, 'cudagraph_num_of_warmups': 0}, kernel_config=KernelConfig()",
     # v1/core/kv_cache_utils.py:2328-2334
-    ENGINE + "INFO 12-02 16:40:12 [kv_cache_utils.py:2328] CPU KV cache size: 87,296 tokens, Maximum concurrency "
+    ENGINE + "INFO 12-02 16:40:12 [kv_cache_utils.py:2327] CPU KV cache size: 87,296 tokens, Maximum concurrency "
     "for 512 tokens per request: 170.50x",
     API + "INFO 12-02 16:40:20 [launcher.py:46] Route: /metrics, Methods: GET",
 ]
 
 # The V2 shape: a plain baseline on a GPU host.
 GPU_V2_LOG = [
-    ENGINE + "INFO 12-02 16:40:06 [core.py:134] Initializing a V1 LLM engine (v0.32.0) with config: "
+    ENGINE + "INFO 12-02 16:40:06 [core.py:133] Initializing a V1 LLM engine (v0.32.0) with config: "
     "model='/models/llama', speculative_config=None, enforce_eager=False, compilation_config={'mode': "
     "<CompilationMode.VLLM_COMPILE: 3>, 'cudagraph_mode': <CUDAGraphMode.FULL_AND_PIECEWISE: (2, 1)>}, "
     "kernel_config=KernelConfig()",
     # v1/worker/gpu_worker.py:518
     ENGINE + "INFO 12-02 16:40:07 [gpu_worker.py:518] Using V2 Model Runner",
     # v1/core/kv_cache_utils.py:2328-2334
-    ENGINE + "INFO 12-02 16:41:02 [kv_cache_utils.py:2328] GPU KV cache size: 1,234,560 tokens, Maximum "
+    ENGINE + "INFO 12-02 16:41:02 [kv_cache_utils.py:2327] GPU KV cache size: 1,234,560 tokens, Maximum "
     "concurrency for 4,096 tokens per request: 301.41x",
     # v1/worker/gpu/model_runner.py:1127-1131
     ENGINE + "INFO 12-02 16:41:20 [model_runner.py:1127] Graph capturing finished in 14 secs, took 0.52 GiB",
@@ -51,13 +52,13 @@ GPU_V2_LOG = [
 # The V1 shape on a GPU host: a suffix arm, which V2 does not run.
 GPU_SUFFIX_LOG = [
     # config/vllm.py:731-735, the feature as config/vllm.py:2934 names it
-    API + "WARNING 12-02 16:40:01 [vllm.py:731] Model Runner V2 does not yet support speculative method 'suffix'; "
+    API + "WARNING 12-02 16:40:01 [vllm.py:730] Model Runner V2 does not yet support speculative method 'suffix'; "
     "using the V1 model runner instead.",
     # config/vllm.py:1606-1609
-    API + "WARNING 12-02 16:40:01 [vllm.py:1606] Async scheduling not supported with suffix-based speculative "
+    API + "WARNING 12-02 16:40:01 [vllm.py:1605] Async scheduling not supported with suffix-based speculative "
     "decoding and will be disabled.",
     # v1/core/kv_cache_utils.py:2328-2334
-    ENGINE + "INFO 12-02 16:41:02 [kv_cache_utils.py:2328] GPU KV cache size: 1,100,000 tokens, Maximum "
+    ENGINE + "INFO 12-02 16:41:02 [kv_cache_utils.py:2327] GPU KV cache size: 1,100,000 tokens, Maximum "
     "concurrency for 4,096 tokens per request: 268.55x",
     # v1/worker/gpu_model_runner.py:6581-6585
     ENGINE + "INFO 12-02 16:41:20 [gpu_model_runner.py:6581] Graph capturing finished in 9 secs, took 0.48 GiB",
@@ -82,7 +83,10 @@ def test_the_cpu_platform_turns_async_scheduling_off_without_a_line():
     baseline = [line for line in CPU_NGRAM_LOG if "Async scheduling" not in line]
     report = parse_engine_report(baseline)
     assert report.async_scheduling is False
-    assert report.evidence["async_scheduling"].startswith("CPU KV cache size")
+    assert report.evidence["async_scheduling"].startswith("vLLM's CPU platform turns it off without a line")
+    assert report.evidence["async_scheduling"].endswith(
+        "CPU KV cache size: 87,296 tokens, Maximum concurrency for 512 tokens per request: 170.50x"
+    )
 
 
 def test_the_v2_runner_on_gpu_with_its_cuda_graph_mode():

@@ -48,6 +48,8 @@ class _Rule:
     fact: str
     pattern: re.Pattern[str]
     value: Callable[[re.Match[str]], object]
+    # Said before the quoted line where the line alone does not state the fact.
+    note: str = ""
 
 
 def _constant(value: object) -> Callable[[re.Match[str]], object]:
@@ -75,7 +77,12 @@ _RULES = (
     _Rule("kv_cache_tokens", re.compile(r"\b\w+(?: \+ host)? KV cache size: ([\d,]+) tokens"), lambda m: _int(m[1])),
     # vLLM 0.32's CPU platform turns async scheduling off without a line (platforms/cpu.py:330-331,
     # "async scheduling is not required on CPU"); the KV cache line names the CPU pool.
-    _Rule("async_scheduling", re.compile(r"\bCPU KV cache size: "), _constant(False)),
+    _Rule(
+        "async_scheduling",
+        re.compile(r"\bCPU KV cache size: "),
+        _constant(False),
+        note="vLLM's CPU platform turns it off without a line (platforms/cpu.py); this server's KV cache is on CPU: ",
+    ),
     # v1/worker/gpu_model_runner.py:6582 and v1/worker/gpu/model_runner.py:1128, after a capture.
     _Rule("cuda_graph_capture", re.compile(r"Graph capturing finished in "), _constant(CUDA_GRAPHS_ON)),
     # v1/worker/gpu_model_runner.py:6484 "Skipping CUDA graph capture. ..." and
@@ -119,7 +126,7 @@ def parse_engine_report(lines: Iterable[str]) -> EngineReport:
         for rule in _RULES:
             match = rule.pattern.search(line)
             if match:
-                seen.setdefault(rule.fact, {}).setdefault(rule.value(match), _quote(line, match))
+                seen.setdefault(rule.fact, {}).setdefault(rule.value(match), rule.note + _quote(line, match))
     facts = {name: fact for name, values in seen.items() if (fact := _only(values))}
     graphs = _cuda_graphs(facts.get("cuda_graph_capture"), facts.get("cudagraph_mode"))
     if graphs:
