@@ -196,13 +196,17 @@ def check_hugging_face(found: Findings) -> Check:
     )  # fmt: skip
 
 
+# The version vLLM 0.32's own message names, pinned in requirements/vllm-gpu.txt.
+ARCTIC_INFERENCE = "arctic-inference==0.1.1"
+
+
 def check_arctic_inference(found: Findings) -> Check:
     if found.probe.get("arctic_inference"):
         return Check(OK, "arctic-inference", f"{found.probe['arctic_inference']} (suffix decoding can run)")
     return Check(
         FAIL if found.wants_suffix else WARN, "arctic-inference",
         "not installed: suffix decoding arms would not start",
-        ".venv-vllm/bin/pip install arctic-inference (only where suffix arms run)",
+        f".venv-vllm/bin/pip install {ARCTIC_INFERENCE} (only where suffix arms run; its build needs g++)",
     )  # fmt: skip
 
 

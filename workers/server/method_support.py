@@ -14,11 +14,10 @@ Plain module: no Django.
 import functools
 import subprocess
 
+from workers.host.host_check import ARCTIC_INFERENCE
 from workers.server.vllm_server import ServerStartError, cuda_visible
 
 SUFFIX, NGRAM_GPU = "suffix", "ngram_gpu"
-# The version vLLM 0.32's own message names, pinned in requirements/vllm-gpu.txt.
-ARCTIC_INFERENCE = "arctic-inference==0.1.1"
 PROBE = "from arctic_inference.suffix_decoding import SuffixDecodingCache"
 PROBE_TIMEOUT_S = 120
 
