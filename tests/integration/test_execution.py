@@ -278,6 +278,11 @@ def test_experiment_runs_end_to_end_on_real_vllm(arms_experiment):
         # The engine's threads, the client, and where the API server and engine core were put.
         placed = binding and {"api_server": list(binding.client_cores), "engine_core": list(binding.engine_cores)}
         assert environment.cpu_binding == (binding.record() | {"placement": placed} if binding else {})
+        # What vLLM decided, from its server's log: the CPU build has no Triton, so the V1 runner,
+        # and eager mode (--enforce-eager), so no CUDA graphs; the CPU platform turns async scheduling off.
+        assert (environment.model_runner, environment.cuda_graphs, environment.async_scheduling) == ("V1", "off", False)
+        assert environment.kv_cache_tokens > 0
+        assert "Model Runner V2 requires Triton" in environment.engine_log_lines["model_runner"]
         if not run.arm.is_speculative:  # the baseline, and the calibration arm's plain decoding
             assert not summary.spec_num_drafts
             continue
@@ -303,6 +308,16 @@ def test_experiment_runs_end_to_end_on_real_vllm(arms_experiment):
     assert {s.outcome for s in estimates} <= {"too few blocks", "stream distorted"}
     assert len(analysis.verdicts) == 2 * 4  # compared arms x verdict metrics
     assert {row["level"] for row in analysis.fidelity} == {1, 2}
+    # The n-gram arm's server said why it had no async scheduling; the page shows every arm's
+    # decisions, and flags none: the arms all decided alike on this host.
+    ngram = EnvironmentSnapshot.objects.filter(run__experiment=experiment, run__arm__method=Arm.Method.NGRAM).first()
+    assert "ngram-based speculative decoding" in ngram.engine_log_lines["async_scheduling"]
+    html = _arms_client(arms_experiment).get(reverse("experiments:detail", args=[experiment.pk])).text
+    assert html.count('class="engine-decision"') == experiment.arms.count()
+    assert "Model Runner V1</span> ·" in html
+    assert "CUDA graphs off" in html
+    assert f"KV cache {environment.kv_cache_tokens:,} tokens" in html
+    assert 'class="engine-flag"' not in html
 
 
 @MODELS_BUILT
