@@ -11,6 +11,7 @@ import subprocess
 from django.conf import settings
 
 from experiments.definition.forms import SPECULATIVE_METHODS
+from experiments.measurement import batch_schedule
 from experiments.models import Arm
 from experiments.rules import server_settings
 from workers.server import method_support
@@ -50,6 +51,7 @@ def test_every_key_specdash_sets_is_one_vllm_has(tmp_path):
     written |= set(arm.synthetic_config(1.5))
     assert written <= set(installed["fields"]), written - set(installed["fields"])
     assert "trust_remote_code" not in written
+    assert batch_schedule.KEY in installed["fields"]
     _, profiler_config = profiler_args(tmp_path)
     assert set(json.loads(profiler_config)) <= set(installed["profiler"])
 
@@ -118,3 +120,82 @@ def test_the_arctic_inference_version_specdash_installs_is_the_one_vllm_asks_for
     """vLLM's refusal of a suffix config without arctic-inference names the version to install;
     the worker's refusal and requirements/vllm-gpu.txt name the same."""
     assert f"pip install {method_support.ARCTIC_INFERENCE}" in _installed()["suffix_check"]
+
+
+# Reads schedules on stdin and prints, for each, the dense batch size -> k lookup the installed
+# vLLM's scheduler would run (vllm/v1/spec_decode/dynamic/utils.py), or its refusal.
+SCHEDULES = """
+import json, sys
+from vllm.v1.spec_decode.dynamic.utils import build_dynamic_sd_schedule_lookup
+answers = []
+for asked in json.load(sys.stdin):
+    try:
+        answers.append({"lookup": build_dynamic_sd_schedule_lookup(
+            asked["schedule"], vllm_max_batch_size=asked["max"], vllm_num_speculative_tokens=asked["k"])})
+    except (ValueError, TypeError) as error:
+        answers.append({"refused": str(error)})
+print(json.dumps(answers))
+"""
+
+
+def vllm_lookups(asked: list[dict]) -> list[dict]:
+    """The installed vLLM's answer for each {"schedule", "max", "k"}."""
+    done = subprocess.run(
+        [settings.SPECDASH_VLLM_PYTHON, "-c", SCHEDULES], input=json.dumps(asked), capture_output=True, text=True,
+        timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def expected_lookup(schedule: list, *, max_batch: int) -> list[int]:
+    """Batch size -> k as specdash's rule says the schedule reads: each band's k, the last band's
+    beyond it (index 0 unused, as in vLLM's lookup)."""
+    bands = batch_schedule.normalised(schedule)
+    return [0] + [next((k for _, end, k in bands if size <= end), bands[-1][2]) for size in range(1, max_batch + 1)]
+
+
+ARM_K = 4
+ACCEPTED = [
+    [[1, 8, 4], [9, 64, 2]],
+    [[9, 64, 0], [1, 8, 4]],
+    [[1, 1, 0], [2, 3, 4], [4, 4, 1]],
+    [[1, 1000, 3]],
+    [[1, 2, 4]],
+]
+# Refused by vLLM's own validator, for the reasons specdash gives.
+REFUSED_BY_VLLM = [
+    [],
+    [[1, 8]],
+    [[0, 8, 4]],
+    [[1, 8, 4], [12, 9, 2]],
+    [[1, 8, -1]],
+    [[2, 8, 4]],
+    [[1, 8, 4], [8, 16, 2]],
+    [[1, 8, 4], [4, 6, 2]],
+]
+# Taken by vLLM but not as written, so specdash refuses them: a k above the arm's is lowered
+# to it, a gap gets the k of the band before.
+CHANGED_BY_VLLM = {
+    "k above the arm's": ([[1, 8, 5], [9, 16, 2]], [0, *[ARM_K] * 8, *[2] * 8]),
+    "a gap": ([[1, 4, 3], [9, 16, 1]], [0, *[3] * 8, *[1] * 8]),
+}
+
+
+def test_specdashs_schedule_rule_agrees_with_the_installed_vllms_validator():
+    """Every schedule specdash accepts runs in vLLM as specdash reads it; every one it refuses
+    vLLM refuses too, or would run otherwise than written."""
+    changed = list(CHANGED_BY_VLLM.values())
+    asked = [{"schedule": s, "max": 16, "k": ARM_K} for s in [*ACCEPTED, *REFUSED_BY_VLLM, *(s for s, _ in changed)]]
+    answers = vllm_lookups(asked)
+    accepted, refused, rest = answers[: len(ACCEPTED)], answers[len(ACCEPTED) : -len(changed)], answers[-len(changed) :]
+
+    for schedule, answer in zip(ACCEPTED, accepted, strict=True):
+        assert batch_schedule.problem(schedule, k=ARM_K) is None, schedule
+        assert answer == {"lookup": expected_lookup(schedule, max_batch=16)}, schedule
+    for schedule, answer in zip(REFUSED_BY_VLLM, refused, strict=True):
+        assert batch_schedule.problem(schedule, k=ARM_K) is not None, schedule
+        assert "refused" in answer, (schedule, answer)
+    for (schedule, lookup), answer in zip(changed, rest, strict=True):
+        assert batch_schedule.problem(schedule, k=ARM_K) is not None, schedule
+        assert answer == {"lookup": lookup}, schedule

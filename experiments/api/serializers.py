@@ -14,7 +14,7 @@ from rest_framework import serializers
 from experiments.api.payloads import PROGRESS_COUNTS
 from experiments.api.submission import ARMS_KEY
 from experiments.definition.forms import ArmForm, ExperimentForm
-from experiments.measurement import stream_fidelity
+from experiments.measurement import batch_schedule, stream_fidelity
 from experiments.models import Experiment, RequestRecord, Run, RunSummary
 from experiments.results.exports import REQUEST_EXPORT_FIELDS, SUMMARY_EXPORT_FIELDS
 
@@ -39,6 +39,9 @@ def _spec_field(name: str, field: forms.Field) -> serializers.Field:
         return serializers.ListField(child=serializers.IntegerField(min_value=1), **common)
     if name == "synthetic_sweep":
         return serializers.ListField(child=serializers.FloatField(min_value=1), **common)
+    if name == batch_schedule.KEY:
+        band = serializers.ListField(child=serializers.IntegerField(min_value=0), min_length=3, max_length=3)
+        return serializers.ListField(child=band, allow_null=True, **common)
     if isinstance(field, forms.BooleanField):
         return serializers.BooleanField(**common)
     if isinstance(field, forms.ModelChoiceField) and field.to_field_name:

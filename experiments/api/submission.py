@@ -7,6 +7,7 @@ left out takes the value the empty form starts with, as a person who only fills 
 would submit it.
 """
 
+import json
 from dataclasses import dataclass
 
 from django import forms
@@ -15,12 +16,15 @@ from django.db import models
 from experiments.definition import prefill
 from experiments.definition.forms import ARM_FORMSET_PREFIX, ArmForm, ArmFormSet, ExperimentForm, protocol_is_valid
 from experiments.definition.services import ArmSpec
+from experiments.measurement import batch_schedule
 from experiments.models import Experiment
 
 ARMS_KEY = "arms"
 NON_FIELD = "non_field_errors"
 # Fields the form takes as comma-separated text and the spec as a JSON list.
 LIST_FIELDS = {"concurrency_levels", "primary_levels", "synthetic_sweep"}
+# Fields the form takes as JSON text and the spec as the JSON itself (vLLM's own notation).
+JSON_FIELDS = {batch_schedule.KEY}
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,8 @@ def _form_value(name: str, field: forms.Field, value, errors: dict):
         return "on" if value else None
     if isinstance(value, list) and name in LIST_FIELDS:
         return ", ".join(str(item) for item in value)
+    if isinstance(value, list) and name in JSON_FIELDS:
+        return json.dumps(value)
     if value is None:
         return ""
     if isinstance(value, dict | list | bool):
@@ -148,6 +154,8 @@ def _json_value(field: forms.Field, value):
 
 def _list_value(name: str, value):
     """A prefilled form value as the spec gives it: a list field's text as a list of numbers."""
+    if name in JSON_FIELDS:
+        return json.loads(value)
     if name != "synthetic_sweep":
         return value
     return [float(item) for item in value.split(",")]

@@ -1,5 +1,6 @@
 """Validation and normalisation of what the browser sends. No side effects."""
 
+import json
 import os
 import re
 from typing import Any, cast
@@ -12,7 +13,7 @@ from django.db import models
 from experiments import teams
 from experiments.definition.services import REPLICATE_LABEL, ArmSpec, arm_default_label
 from experiments.execution import worker_queues
-from experiments.measurement import limits
+from experiments.measurement import batch_schedule, limits
 from experiments.measurement.limits import MAX_LOOKUP, MAX_SPECULATIVE_TOKENS
 from experiments.models import MAX_TENSOR_PARALLEL_SIZE, Arm, Experiment, UploadedPromptSet
 from experiments.prompts import catalog
@@ -777,6 +778,17 @@ class ArmForm(forms.Form):
     )
     model = forms.CharField(max_length=500, required=False, label="Draft / head path")
     draft_tensor_parallel_size = setting_field(server_settings.DRAFT_TENSOR_PARALLEL_SIZE)
+    num_speculative_tokens_per_batch_size = forms.CharField(
+        max_length=1000,
+        required=False,
+        label="k by batch size",
+        help_text="Optional, vLLM 0.32's num_speculative_tokens_per_batch_size as it takes it: a JSON list of "
+        "[first batch size, last batch size, k] bands, e.g. [[1, 8, 4], [9, 64, 0]] drafts 4 tokens while at most "
+        "8 requests run in a step and none above. The first band starts at 1, the bands neither overlap nor leave "
+        "gaps, each k is from 0 (no speculation) to the arm's k; batch sizes after the last band keep its k. "
+        "Empty: k at every batch size. On vLLM's V1 model runner (suffix decoding on GPU) vLLM captures "
+        "piecewise CUDA graphs only.",
+    )
     synthetic_sweep = forms.CharField(
         max_length=200,
         required=False,
@@ -807,7 +819,26 @@ class ArmForm(forms.Form):
         if method in PATH_METHODS:
             self._clean_path(cleaned)
         self._clean_sweep(cleaned)
+        self._clean_batch_schedule(cleaned)
         return cleaned
+
+    def _clean_batch_schedule(self, cleaned):
+        """The schedule as vLLM takes it, its bands sorted, or None when left empty."""
+        name = batch_schedule.KEY
+        text, k = cleaned.get(name, "").strip(), cleaned.get("num_speculative_tokens")
+        if not text or k is None:
+            cleaned[name] = None
+            return
+        try:
+            schedule = json.loads(text)
+        except ValueError:
+            schedule = text
+        problem = batch_schedule.problem(schedule, k=k)
+        if problem:
+            self.add_error(name, f"k by batch size: {problem}.")
+            cleaned[name] = None
+            return
+        cleaned[name] = batch_schedule.stored(batch_schedule.normalised(schedule))
 
     def _clean_sweep(self, cleaned):
         k = cleaned.get("num_speculative_tokens")
@@ -849,6 +880,8 @@ class ArmForm(forms.Form):
             params = {"model": self.cleaned_data["model"]}
             draft_tp = self.cleaned_data.get("draft_tensor_parallel_size")
             params |= {"draft_tensor_parallel_size": draft_tp} if draft_tp is not None else {}
+        schedule = self.cleaned_data.get(batch_schedule.KEY)
+        params |= {batch_schedule.KEY: schedule} if schedule else {}
         return ArmSpec(
             method=method,
             num_speculative_tokens=self.cleaned_data["num_speculative_tokens"],
@@ -880,7 +913,8 @@ class BaseArmFormSet(forms.BaseFormSet):
         configs, labels = set(), {"baseline", REPLICATE_LABEL.casefold()}
         for form in forms_:
             spec = form.arm_spec()
-            config = (spec.method, spec.num_speculative_tokens, tuple(sorted(spec.params.items())))
+            # The params hold lists (the batch-size schedule): their JSON is the hashable identity.
+            config = (spec.method, spec.num_speculative_tokens, json.dumps(spec.params, sort_keys=True))
             if config in configs:
                 form.add_error(None, "Another arm has the same method, k and parameters.")
                 continue

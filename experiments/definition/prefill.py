@@ -6,9 +6,12 @@ meets today's rules (and records the prompt set's current hash); a clone opens t
 filled in. Either way the new experiment links back to its origin.
 """
 
+import json
+
 from django import forms
 
 from experiments.definition.forms import ARM_FORMSET_PREFIX, PATH_METHODS, ExperimentForm, TeamForm, model_choice_field
+from experiments.measurement import batch_schedule
 from experiments.models import Arm, Experiment
 from experiments.prompts import catalog
 
@@ -35,6 +38,7 @@ def _arm_row(arm: Arm) -> dict:
         "prompt_lookup_max": params.get("prompt_lookup_max", ""),
         "model": params.get("model", "") if arm.method in PATH_METHODS else "",
         "draft_tensor_parallel_size": params.get("draft_tensor_parallel_size", ""),
+        batch_schedule.KEY: json.dumps(params[batch_schedule.KEY]) if batch_schedule.KEY in params else "",
         "label": arm.label,
         "synthetic_sweep": ", ".join(f"{length:g}" for length in arm.synthetic_sweep),
     }

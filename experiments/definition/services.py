@@ -7,6 +7,7 @@ from django.db import transaction
 
 from experiments import teams
 from experiments.execution import blocks, dispatch
+from experiments.measurement import batch_schedule
 from experiments.models import Arm, Experiment
 
 
@@ -35,8 +36,10 @@ def arm_default_label(spec: ArmSpec) -> str:
     if spec.method == Arm.Method.BASELINE:
         return "baseline"
     draft_tp = spec.params.get("draft_tensor_parallel_size")
-    return f"{Arm.Method(spec.method).label} k={spec.num_speculative_tokens}" + (
-        f" draft TP {draft_tp}" if draft_tp else ""
+    return (
+        f"{Arm.Method(spec.method).label} k={spec.num_speculative_tokens}"
+        + (f" draft TP {draft_tp}" if draft_tp else "")
+        + (" by batch size" if batch_schedule.KEY in spec.params else "")
     )
 
 

@@ -7,6 +7,7 @@ the form's bounds; every other key, trust_remote_code among them, is refused."""
 import json
 from typing import cast
 
+from experiments.measurement import batch_schedule
 from experiments.measurement.limits import MAX_LOOKUP, MAX_SPECULATIVE_TOKENS
 from experiments.models import Arm
 from experiments.rules import json_input, server_settings, text_rules
@@ -14,7 +15,7 @@ from experiments.rules.model_paths import model_path_refusal
 
 # Arm.Method members are str and hash as their values, so a method named in JSON finds its keys.
 _PARAM_KEYS = cast(dict[str, tuple[str, ...]], Arm.PARAM_KEYS)
-_OPTIONAL_KEYS: dict[str, tuple[str, ...]] = Arm.OPTIONAL_PARAM_KEYS
+_OPTIONAL_KEYS = cast(dict[str, tuple[str, ...]], Arm.OPTIONAL_PARAM_KEYS)
 
 
 def config_problem(config) -> str | None:
@@ -35,6 +36,10 @@ def config_problem(config) -> str | None:
     unknown = sorted(set(config_params(config)) - set(_PARAM_KEYS[method]) - set(_OPTIONAL_KEYS.get(method, ())))
     if unknown:
         return f"specdash does not pass {', '.join(unknown)} to vLLM for {method} (it sets {_keys(method)})"
+    if batch_schedule.KEY in config:
+        problem = batch_schedule.problem(config[batch_schedule.KEY], k=config["num_speculative_tokens"])
+        if problem:
+            return f"its {batch_schedule.KEY}: {problem}"
     return _params_problem(method, config_params(config))
 
 

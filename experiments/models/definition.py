@@ -13,6 +13,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
+from experiments.measurement import batch_schedule
 from experiments.measurement.limits import MAX_SPECULATIVE_TOKENS
 from experiments.measurement.question import Question
 from experiments.measurement.sequential import BOUNDARIES, FIRST_LOOK, POCOCK_BOUNDARY, SPENDING_BOUNDARY, Design
@@ -403,6 +404,10 @@ class ArmQuerySet(models.QuerySet):
         return self.filter(is_calibration=False)
 
 
+# The per-arm server settings' keys of --speculative-config (draft tensor parallel size).
+_ARM_FIELDS = tuple(setting.engine_field for setting in server_settings.ARM_SETTINGS)
+
+
 class Arm(models.Model):
     class Method(models.TextChoices):
         BASELINE = "baseline", "Baseline (no speculation)"
@@ -500,9 +505,10 @@ class Arm(models.Model):
 
     # Keys a method's config may carry beside PARAM_KEYS, vLLM's default applying when absent
     # (experiments/rules/server_settings.py's per-arm settings, checked by the same test).
+    # vLLM 0.32's batch-size schedule (experiments/measurement/batch_schedule.py) for every method.
     OPTIONAL_PARAM_KEYS = {
-        method: tuple(setting.engine_field for setting in server_settings.ARM_SETTINGS)
-        for method in server_settings.DRAFT_TP_METHODS
+        method: (*(_ARM_FIELDS if method in server_settings.DRAFT_TP_METHODS else ()), batch_schedule.KEY)
+        for method in PARAM_KEYS
     }
 
     def speculative_config(self) -> dict | None:

@@ -434,3 +434,27 @@ def test_an_unknown_status_filter_is_a_400_that_names_the_statuses(api):
         assert response.status_code == 400
         assert "finished" in response.json()["detail"]
     assert api.get(reverse("api:experiments"), {"status": "finished"}).status_code == 200
+
+
+def test_a_batch_size_schedule_is_passed_in_the_speculative_config_and_read_back(api, celery_dispatch):
+    arm = NGRAM | {"num_speculative_tokens_per_batch_size": [[9, 64, 0], [1, 8, 4]]}
+
+    first = _post(api, _spec(arms=[arm]))
+
+    assert first.status_code == 201, first.content
+    stored = Experiment.objects.get().arms.get(method="ngram")
+    assert stored.speculative_config() == NGRAM | {"num_speculative_tokens_per_batch_size": [[1, 8, 4], [9, 64, 0]]}
+    (read_back,) = first.json()["spec"]["arms"]
+    assert read_back["num_speculative_tokens_per_batch_size"] == [[1, 8, 4], [9, 64, 0]]
+    again = _post(api, first.json()["spec"])
+    assert again.status_code == 201, again.content
+
+
+def test_a_batch_size_schedule_vllm_refuses_is_refused_by_the_api(api):
+    body = _post(api, _spec(arms=[NGRAM | {"num_speculative_tokens_per_batch_size": [[2, 8, 4]]}])).json()
+
+    assert body["errors"]["arms"][0] == {
+        "num_speculative_tokens_per_batch_size": [
+            "k by batch size: the first band must start at batch size 1, not 2 (vLLM refuses it)."
+        ]
+    }

@@ -476,3 +476,52 @@ def test_the_draft_cost_is_measured_when_a_draft_model_arm_is_posted():
     assert form.is_valid(), form.errors
     assert arms.is_valid()
     assert form.cleaned_data["draft_calibration"] is True
+
+
+def test_a_batch_size_schedule_is_stored_sorted_in_the_arms_params_and_label():
+    schedule = "[[9, 64, 0], [1, 8, 4]]"
+    form, arms = bind(form_data(arms=[{**NGRAM_ARM_FORM, "num_speculative_tokens_per_batch_size": schedule}]))
+
+    assert protocol_is_valid(form, arms), arms.errors
+    (spec,) = arms.arm_specs()
+    assert spec.params["num_speculative_tokens_per_batch_size"] == [[1, 8, 4], [9, 64, 0]]
+    assert definition.arm_default_label(spec) == "n-gram lookup k=4 by batch size"
+
+
+def test_an_arm_without_a_schedule_stores_none():
+    form, arms = bind(form_data(arms=[{**DRAFT_ARM_FORM, "num_speculative_tokens_per_batch_size": "  "}]))
+
+    assert protocol_is_valid(form, arms), arms.errors
+    assert "num_speculative_tokens_per_batch_size" not in arms.arm_specs()[0].params
+
+
+@pytest.mark.parametrize(
+    ("schedule", "message"),
+    [
+        ("1-8:4", "it must be a non-empty list of [range_start, range_end, k] bands"),
+        ("[]", "it must be a non-empty list of [range_start, range_end, k] bands"),
+        ("[[1, 8]]", "each entry must be [range_start, range_end, k] of whole numbers, not [1, 8]"),
+        ("[[0, 8, 4]]", "the batch sizes of [0, 8, 4] must be positive (vLLM refuses them)"),
+        ("[[1, 8, 4], [12, 9, 2]]", "[12, 9, 2] starts after it ends (vLLM refuses it)"),
+        ("[[1, 8, -1]]", "the k of [1, 8, -1] must be 0 (no speculation) or more (vLLM refuses it)"),
+        ("[[1, 8, 5]]", "the k of [1, 8, 5] exceeds the arm's k (4): vLLM would silently draft 4"),
+        ("[[2, 8, 4]]", "the first band must start at batch size 1, not 2 (vLLM refuses it)"),
+        ("[[1, 8, 4], [8, 16, 2]]", "the bands overlap at batch size 8 (vLLM refuses overlapping bands)"),
+        ("[[1, 8, 4], [12, 16, 2]]", "batch sizes 9-11 are in no band: vLLM would run them at k=4, write that band"),
+    ],
+)
+def test_a_schedule_vllm_would_refuse_or_change_is_refused_with_the_reason(schedule, message):
+    form, arms = bind(form_data(arms=[{**NGRAM_ARM_FORM, "num_speculative_tokens_per_batch_size": schedule}]))
+
+    assert not protocol_is_valid(form, arms)
+    assert arms.forms[0].errors["num_speculative_tokens_per_batch_size"] == [f"k by batch size: {message}."]
+
+
+def test_two_arms_differing_only_in_the_schedule_are_two_arms():
+    arm = {**NGRAM_ARM_FORM, "num_speculative_tokens_per_batch_size": "[[1, 8, 4], [9, 64, 0]]"}
+    form, arms = bind(form_data(arms=[NGRAM_ARM_FORM, arm]))
+    assert protocol_is_valid(form, arms), arms.errors
+
+    form, arms = bind(form_data(arms=[arm, {**arm, "label": "again"}]))
+    assert not protocol_is_valid(form, arms)
+    assert arms.forms[1].errors["__all__"] == ["Another arm has the same method, k and parameters."]

@@ -26,3 +26,13 @@ def test_a_draft_config_may_carry_its_tensor_parallel_size():
 )
 def test_a_draft_tensor_parallel_size_out_of_its_rule_is_refused(config, message):
     assert message in config_problem(config)
+
+
+def test_an_imported_config_may_carry_a_batch_size_schedule_by_vllms_rules():
+    config = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2, "prompt_lookup_max": 4}
+
+    assert config_problem(config | {"num_speculative_tokens_per_batch_size": [[1, 8, 4], [9, 64, 0]]}) is None
+    assert config_problem(config | {"num_speculative_tokens_per_batch_size": [[1, 8, 6]]}) == (
+        "its num_speculative_tokens_per_batch_size: the k of [1, 8, 6] exceeds the arm's k (4): vLLM would silently "
+        "draft 4"
+    )
