@@ -10,12 +10,17 @@ utils.py:16-72), and two things it takes silently: a band's k above the arm's k,
 lowers to the arm's (utils.py:113-126), and a gap between bands, which it fills with the k of
 the band before (utils.py:105-116). A schedule specdash stores therefore reads as what runs.
 tests/test_vllm_config_keys.py asks the installed vLLM's validator about the same schedules.
+
+`derive` turns one arm's settled verdicts per concurrency level into the schedule to deploy.
 Free of Django.
 """
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from itertools import pairwise
+from math import isqrt
 from typing import cast
+
+from experiments.measurement import sequential
 
 KEY = "num_speculative_tokens_per_batch_size"
 
@@ -76,3 +81,43 @@ def normalised(schedule: Sequence[Sequence[int]]) -> list[Band]:
 def stored(bands: list[Band]) -> list[list[int]]:
     """The schedule as the arm's params hold it and --speculative-config passes it (JSON lists)."""
     return [list(band) for band in bands]
+
+
+def _band_values(outcomes: Mapping[int, str], k: int) -> list[tuple[int, int]]:
+    """(level, k to run there) for the settled levels, in order: k where the arm was settled
+    faster, 0 where slower, equivalent or not worth it. An open or inconclusive level says
+    nothing either way and is left out: the settled levels around it place the band edge."""
+    settled = [(level, outcome) for level, outcome in outcomes.items() if outcome in sequential.SETTLED]
+    return sorted((level, k if outcome == sequential.FASTER else 0) for level, outcome in settled)
+
+
+def derive(outcomes: Mapping[int, str], *, k: int, max_batch: int) -> list[Band] | None:
+    """The batch-size schedule the measurements recommend for an arm of k, from each measured
+    concurrency level's settled outcome (experiments/measurement/sequential.py's words), with
+    the bands covering batch sizes 1 to `max_batch` (max_num_seqs, or the top level measured).
+
+    A closed-loop level of concurrency c keeps c requests in the server, so in its steady
+    decode steps the scheduler's batch size is c: the level stands for that batch size. Between
+    two measured levels a and b with different answers, the bands part at the geometric mean
+    (batch sizes up to isqrt(a * b) take a's): the levels are spaced on a log scale, and a
+    step's cost grows about linearly in the log of the batch across that span. Below the lowest
+    level the lowest's answer holds, above the highest the highest's.
+
+    None when no schedule is worth deploying: no level settled (nothing measured), none
+    settled faster (deploy no speculation), or every settled level faster (deploy plain k)."""
+    if k < 1 or max_batch < 1:
+        raise ValueError(f"k ({k}) and the max batch size ({max_batch}) must be at least 1")
+    if any(level > max_batch or level < 1 for level in outcomes):
+        raise ValueError(f"every level must be from 1 to the max batch size ({max_batch}): {sorted(outcomes)}")
+    values = _band_values(outcomes, k)
+    if len({value for _, value in values}) < 2:
+        return None
+    bands: list[Band] = []
+    start = 1
+    for (level, value), (next_level, next_value) in pairwise(values):
+        if value != next_value:
+            end = isqrt(level * next_level)
+            bands.append((start, end, value))
+            start = end + 1
+    bands.append((start, max_batch, values[-1][1]))
+    return bands
