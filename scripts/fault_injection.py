@@ -167,7 +167,11 @@ class Stack:
     def control_start(self) -> None:
         args = [str(VENV / "celery"), "-A", "specdash", "worker", "-Q", "control", "-n", "control@faults",
                 "--concurrency", "1", "-B", "-s", str(self.folder / "beat-schedule"), "--loglevel", "INFO"]  # fmt: skip
+        log = LogMark(self, "control")
         self._spawn("control", args)
+        # Connected and its beat running before a scenario stops Redis: under the fleet's load a
+        # boot takes tens of seconds, and a broker lost mid-boot is another scenario.
+        wait_for(lambda: "ready." in log.since(), timeout_s=180, what="control worker")
 
     def web_start(self) -> None:
         # --timeout as ./dev's: on a loaded 2-core host (a vLLM server decoding beside it) a
@@ -498,7 +502,8 @@ def redis_down_at_submission(stack: Stack, owner) -> Row:
     waiting = "waiting for the task queue" in page
     stack.redis_start()
     back = time.monotonic()
-    wait_for(lambda: Experiment.objects.get(id=experiment.id).dispatched_at, timeout_s=90, what="dispatched")
+    # The beat asks every 10 s; a consumer that lost Redis reconnects with a backoff of up to 30 s.
+    wait_for(lambda: Experiment.objects.get(id=experiment.id).dispatched_at, timeout_s=180, what="dispatched")
     return row(
         "Redis down at submission",
         f"Redis stopped, form posted (HTTP {status}), Redis started",
