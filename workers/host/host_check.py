@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 OK, WARN, FAIL = "ok", "warn", "FAIL"
-# vLLM's default share of a GPU's memory for one server; it refuses to start when less is free.
+# vLLM 0.32's default share of a GPU's memory for one server (config/cache.py, CacheConfig); it
+# refuses to start when less is free. The server driver's retry waits for the same share.
 GPU_MEMORY_UTILIZATION = 0.92
 PROBE_TIMEOUT_S = 300
 

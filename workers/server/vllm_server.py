@@ -25,7 +25,7 @@ from types import FrameType
 from typing import Any, BinaryIO, NoReturn, Protocol
 
 from experiments.rules import server_settings
-from workers.host import envinfo
+from workers.host import envinfo, host_check
 from workers.server import gpu_memory
 
 logger = logging.getLogger(__name__)
@@ -40,8 +40,6 @@ KILL_WAIT_S = 10.0
 GPU_RELEASE_S = 60.0
 # Before the one retry of a start that vLLM refused for want of GPU memory.
 GPU_FREE_WAIT_S = 120.0
-# vLLM 0.32's default share of each GPU a server asks for (config/cache.py, CacheConfig).
-DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
 HEALTH_POLL_S = 0.5
 # A raised exception as vLLM logs it: a traceback's last line, or after a log record's
 # "[file.py:N] " or a process tag's ") " (not an exception named inside a warning's text).
@@ -185,7 +183,7 @@ def memory_utilization(args: list[str]) -> float:
     """The share of each GPU's memory the server asks vLLM for, and must find free to start."""
     if "--gpu-memory-utilization" in args:
         return float(args[args.index("--gpu-memory-utilization") + 1])
-    return DEFAULT_GPU_MEMORY_UTILIZATION
+    return host_check.GPU_MEMORY_UTILIZATION
 
 
 class GpuProbe(Protocol):
