@@ -12,7 +12,7 @@ from django.views.decorators.http import require_GET
 from experiments.analysis import acceptance_sweep
 from experiments.models import Experiment
 from experiments.results import block as results
-from experiments.results import exports, selectors, step_profiles
+from experiments.results import exports, recommendation, selectors, step_profiles
 
 
 def _style_hash(style: str) -> str:
@@ -54,6 +54,7 @@ def experiment_detail(request, pk: int):
         "results_data": block.chart_data() if block else None,
         **_sweep_context(experiment),
         **step_profiles.page_context(experiment=experiment, results=block),
+        **recommendation.page_context(experiment=experiment, question=block.question if block else {}),
         # Re-runs and clones may have gone to another team: shown only to those who see it.
         "origin": Experiment.objects.visible_to(request.user).filter(pk=experiment.origin_id).first()
         if experiment.origin_id

@@ -1,0 +1,52 @@
+"""The experiment page's recommendation: what to deploy at each level of the question, from
+the primary cells' words the analysis stored (experiments/measurement/recommendation.py), and
+the derived --speculative-config when an arm pays only up to some batch size."""
+
+import json
+
+from experiments.measurement import recommendation
+from experiments.models import Experiment
+
+
+def page_context(*, experiment: Experiment, question: dict) -> dict:
+    """{"recommendation": ...} for the page, or None under that key when the question has no
+    cells (no analysis yet, or no speculative arm)."""
+    cells = question.get("cells") or []
+    if not cells:
+        return {"recommendation": None}
+    arms = {arm.id: arm for arm in experiment.arms.filter(id__in={cell["arm_id"] for cell in cells})}
+    points = {
+        (s.arm_id, s.concurrency): s.point
+        for s in experiment.speedups.filter(primary=True, metric=experiment.primary_metric)
+    }
+    by_arm: dict[int, dict[int, tuple[str, float | None]]] = {}
+    for cell in cells:
+        key = (cell["arm_id"], cell["level"])
+        by_arm.setdefault(cell["arm_id"], {})[cell["level"]] = (cell["outcome"], points.get(key))
+    measured = [
+        recommendation.ArmCells(arm_id, arms[arm_id].label, arms[arm_id].num_speculative_tokens or 1, levels,
+                                arms[arm_id].speculative_config() or {})
+        for arm_id, levels in by_arm.items() if arm_id in arms
+    ]  # fmt: skip
+    levels = sorted({cell["level"] for cell in cells})
+    max_batch = max(experiment.max_num_seqs or 0, levels[-1])
+    advice = recommendation.recommend(measured, levels, max_batch=max_batch)
+    labels = {arm_id: arm.label for arm_id, arm in arms.items()}
+    derived = advice.derived
+    return {
+        "recommendation": {
+            "levels": [
+                {"level": a.level, "word": a.word, "arm": labels.get(a.arm, "") if a.arm else "", "speedup": a.speedup}
+                for a in advice.levels
+            ],
+            "derived": {
+                "arm": labels[derived.arm],
+                "schedule": json.dumps([list(band) for band in derived.schedule]),
+                "config": json.dumps(derived.config, sort_keys=True),
+                "max_batch": max_batch,
+                "max_batch_from": "max_num_seqs" if experiment.max_num_seqs else "the highest level measured",
+            }
+            if derived
+            else None,
+        }
+    }
