@@ -3,6 +3,9 @@ the primary cells' words the analysis stored (experiments/measurement/recommenda
 the derived --speculative-config when an arm pays only up to some batch size."""
 
 import json
+from urllib.parse import urlencode
+
+from django.urls import reverse
 
 from experiments.measurement import recommendation
 from experiments.models import Experiment
@@ -33,6 +36,7 @@ def page_context(*, experiment: Experiment, question: dict) -> dict:
     advice = recommendation.recommend(measured, levels, max_batch=max_batch)
     labels = {arm_id: arm.label for arm_id, arm in arms.items()}
     derived = advice.derived
+    proposal = _proposal(experiment, advice, labels, derived_config=derived.config if derived else None)
     return {
         "recommendation": {
             "levels": [
@@ -48,5 +52,35 @@ def page_context(*, experiment: Experiment, question: dict) -> dict:
             }
             if derived
             else None,
+            "propose_url": reverse("experiments:decision_new") + "?" + urlencode(proposal, doseq=True),
         }
     }
+
+
+def _proposal(
+    experiment: Experiment, advice: recommendation.Recommendation, labels: dict[int, str],
+    derived_config: dict | None,
+) -> dict:  # fmt: skip
+    """The decision form's prefill: deploy the arm recommended at the lowest level up to the
+    last level it is recommended at without a break; do not deploy when no level recommends
+    speculation and all are settled; else more data is needed. The evidence is this experiment."""
+    levels = advice.levels
+    words = [f"{a.level}: {('run ' + labels.get(a.arm, '')) if a.arm else a.word}" for a in levels]
+    rationale = f"From experiment #{experiment.pk}'s recommendation per concurrency level ({'; '.join(words)})."
+    fields: dict = {"experiments": [experiment.pk], "metric": experiment.primary_metric}
+    first = levels[0] if levels else None
+    if first is not None and first.arm is not None:
+        upto = first.level
+        for item in levels[1:]:
+            if item.arm != first.arm:
+                break
+            upto = item.level
+        fields.update(kind="deploy", arm=first.arm, max_concurrency=upto)
+        if derived_config is not None:
+            config = json.dumps(derived_config, sort_keys=True)
+            rationale += f" Derived, to confirm as an arm first: --speculative-config '{config}'."
+    elif levels and all(item.word == recommendation.NO_SPECULATION for item in levels):
+        fields["kind"] = "do_not_deploy"
+    else:
+        fields["kind"] = "needs_more_data"
+    return {**fields, "rationale": rationale}

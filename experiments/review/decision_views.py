@@ -72,13 +72,22 @@ def _url_ids(request, name: str) -> list[int]:
         return []
 
 
+# What a link may prefill (the experiment page's "Propose this decision"): shown in the form,
+# judged by it only when the user submits.
+PREFILLED = ("kind", "arm", "max_concurrency", "metric", "rationale")
+
+
+def _prefill(request) -> dict:
+    return {name: request.GET[name][:5000] for name in PREFILLED if name in request.GET}
+
+
 @require_http_methods(["GET", "POST"])
 def decision_new(request):
     """A proposal citing the experiments in the URL (?experiments=12&experiments=15), or
     replacing a decision (?replaces=7: its content and evidence to start from)."""
     ids = _url_ids(request, "experiments")
     replaces = Decision.objects.visible_to(request.user).filter(pk__in=_url_ids(request, "replaces")[:1]).first()
-    initial = DecisionForm.initial_from(replaces) if replaces else {"evidence": ids}
+    initial = DecisionForm.initial_from(replaces) if replaces else {"evidence": ids, **_prefill(request)}
     ids = list(dict.fromkeys([*initial["evidence"], *ids]))
     form = DecisionForm(request.POST or None, experiments=_experiments(request, ids), initial=initial)
     if request.method == "POST" and form.is_valid():

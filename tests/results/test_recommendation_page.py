@@ -8,7 +8,7 @@ from html import unescape
 import pytest
 from django.urls import reverse
 
-from experiments.models import SpeedupEstimate
+from experiments.models import Decision, SpeedupEstimate
 from tests.factories import seed_finished_experiment
 
 pytestmark = pytest.mark.django_db
@@ -62,3 +62,33 @@ def test_an_open_level_is_undecided_and_nothing_is_derived(logged_in_client):
     section = _section(logged_in_client, experiment)
     assert re.findall(r'<tr data-word="([^"]+)">', section) == ["run arm", "undecided"]
     assert "--speculative-config" not in section
+
+
+def test_propose_fills_the_decision_form_from_the_recommendation(logged_in_client):
+    experiment = seed_finished_experiment()
+    first, second = sorted({c["arm_id"] for c in experiment.analysis.series["question"]["cells"]})
+    positions = {arm.id: arm.position for arm in experiment.arms.all()}
+    a, b = positions[first], positions[second]
+    _set_words(experiment, {(a, 1): ("faster", 1.31), (a, 4): ("slower", 0.9), (b, 1): ("slower", 0.8),
+                            (b, 4): ("slower", 0.9)})  # fmt: skip
+    section = _section(logged_in_client, experiment)
+    url = unescape(section.split('id="recommendation-propose" href="')[1].split('"')[0])
+    form = logged_in_client.get(url).context["form"]
+    assert form.initial["evidence"] == [experiment.pk]
+    assert (form.initial["kind"], int(form.initial["arm"]), int(form.initial["max_concurrency"])) == (
+        "deploy", first, 1,
+    )  # fmt: skip
+    assert f"From experiment #{experiment.pk}'s recommendation" in form.initial["rationale"]
+    assert "num_speculative_tokens_per_batch_size" in form.initial["rationale"]
+    # One click fills the form; nothing is written until it is submitted.
+    assert not Decision.objects.exists()
+
+
+def test_all_levels_settled_without_a_faster_arm_propose_not_deploying(logged_in_client):
+    experiment = seed_finished_experiment()
+    positions = sorted({arm.position for arm in experiment.arms.filter(id__in=[
+        c["arm_id"] for c in experiment.analysis.series["question"]["cells"]])})  # fmt: skip
+    _set_words(experiment, {(p, level): ("slower", 0.9) for p in positions for level in (1, 4)})
+    section = _section(logged_in_client, experiment)
+    url = unescape(section.split('id="recommendation-propose" href="')[1].split('"')[0])
+    assert logged_in_client.get(url).context["form"].initial["kind"] == "do_not_deploy"
