@@ -395,9 +395,9 @@ class _MaxT:
 
         return wrapped
 
-    def calls(self, looks: dict, open_keys: list, family: int, design: sequential.Design, look_at: int) -> dict:
+    def calls(self, looks: dict, family: int, design: sequential.Design) -> dict:
         result: dict = {}
-        ranked = sorted((k for k in open_keys if looks[k].p_value is not None), key=lambda k: looks[k].p_value)
+        ranked = sorted((k for k in looks if looks[k].p_value is not None), key=lambda k: looks[k].p_value)
         for key in ranked:
             remaining = tuple(sorted(k for k in self.family if k not in self.called))
             level = _max_t_level(remaining, design.alpha, design.looks)

@@ -6,8 +6,8 @@ The page (experiments/analysis/services.py), the worker deciding whether to add 
 call `question_decisions` on inference.RunData, so they decide alike. Django-free.
 """
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from experiments.measurement import inference, sequential, verdicts
 
@@ -23,15 +23,21 @@ class Question:
     metric: str
     levels: tuple[int, ...]
     design: sequential.Design
+    # A break-even search (experiments/measurement/planner.py): the cells each arm's family counts,
+    # measured or not; its primary cells are the (arm, level) pairs it has measured. None: every
+    # arm at every level of `levels`.
+    family_per_arm: int | None = None
 
 
 @dataclass(frozen=True)
 class QuestionDecisions:
-    """The decisions on the candidates' primary cells (one family) and on the A/A
-    replicate's (a family of its own: a check of the host, not a candidate)."""
+    """The decisions on the candidates' primary cells (one family), on the A/A replicate's (a
+    family of its own: a check of the host, not a candidate) and on the confirmation arms'
+    (a family of their own: each confirms a schedule derived from the candidates' words)."""
 
     candidates: list[Decision]
     replicate: list[Decision]
+    confirmation: list[Decision] = field(default_factory=list)
 
     @property
     def unsettled(self) -> bool:
@@ -39,17 +45,18 @@ class QuestionDecisions:
         return any(d.outcome in (sequential.OPEN, sequential.INCONCLUSIVE) for d in self.candidates)
 
     def by_key(self) -> dict[CellKey, Decision]:
-        """{(arm, level): decision} over both families."""
-        return {decision.key: decision for decision in (*self.candidates, *self.replicate)}
+        """{(arm, level): decision} over the families."""
+        return {decision.key: decision for decision in (*self.candidates, *self.replicate, *self.confirmation)}
 
     def for_cell(self, arm: int, level: int, metric: str, primary_metric: str) -> Decision | None:
         """The decision on a cell when it is a primary one, else None."""
         return self.by_key().get((arm, level)) if metric == primary_metric else None
 
     def open_arms(self) -> list[int]:
-        """The arms with a primary cell not settled, in arm order of first appearance."""
+        """The arms with a primary cell not settled (candidates, then confirmations), in arm
+        order of first appearance."""
         unsettled = (sequential.OPEN, sequential.INCONCLUSIVE)
-        return list(dict.fromkeys(d.key[0] for d in self.candidates if d.outcome in unsettled))
+        return list(dict.fromkeys(d.key[0] for d in (*self.candidates, *self.confirmation) if d.outcome in unsettled))
 
 
 def _blocked(cell: inference.CellResult) -> str | None:
@@ -62,33 +69,48 @@ def _blocked(cell: inference.CellResult) -> str | None:
 
 def primary_cells(
     runs: Sequence[inference.RunData], cells: Sequence[inference.CellResult], *, baseline: int, arms: Sequence[int],
-    question: Question,
+    question: Question, entered: Mapping[CellKey, int] | None = None,
 ) -> list[sequential.PrimaryCell[CellKey]]:  # fmt: skip
     """The arms' cells on the question's metric at its levels, with their block ratios by
-    block number (the looks replay blocks in order)."""
+    block number (the looks replay blocks in order) and the block each was first scheduled in
+    (`entered`; 1 where it has no entry). In a break-even search only the cells with an entry
+    (levels the arm was scheduled at) are cells."""
     by_key = {(c.arm, c.level): c for c in cells if c.metric == question.metric}
+    entered = entered or {}
     result = []
     for arm in arms:
         for level in question.levels:
+            if question.family_per_arm is not None and (arm, level) not in entered:
+                continue
             ratios = inference.block_ratios(runs, question.metric, baseline=baseline, arm=arm, level=level)
             cell = by_key.get((arm, level))
             blocked = _blocked(cell) if cell is not None else verdicts.NO_DATA
-            result.append(sequential.PrimaryCell((arm, level), ratios, blocked))
+            result.append(sequential.PrimaryCell((arm, level), ratios, blocked, entered.get((arm, level), 1)))
     return result
 
 
 def question_decisions(
     runs: Sequence[inference.RunData], cells: Sequence[inference.CellResult], *, baseline: int,
     candidates: Sequence[int], replicate: int | None, question: Question, final: bool,
+    entered: Mapping[CellKey, int] | None = None, confirmations: Sequence[int] = (),
 ) -> QuestionDecisions:  # fmt: skip
     """Decide the primary cells after the blocks run so far (the highest block number of
-    any run). `cells` are inference.speedup_cells' results over the same runs."""
+    any run). `cells` are inference.speedup_cells' results over the same runs; `entered` the
+    block each cell was first scheduled in (a break-even search adds levels, the search adds
+    confirmation arms, later)."""
     blocks_run = max((run.block for run in runs), default=0)
 
-    def family(arms: Sequence[int], *, futility: bool) -> list[Decision]:
-        primary = primary_cells(runs, cells, baseline=baseline, arms=arms, question=question)
-        return sequential.decide(primary, question.design, blocks_run=blocks_run, final=final, futility=futility)
+    def family(arms: Sequence[int], *, futility: bool, searched: bool = False) -> list[Decision]:
+        primary = primary_cells(runs, cells, baseline=baseline, arms=arms, question=question, entered=entered)
+        unmeasured = 0
+        if searched and question.family_per_arm is not None:
+            unmeasured = max(0, question.family_per_arm * len(arms) - len(primary))
+        return sequential.decide(
+            primary, question.design, blocks_run=blocks_run, final=final, futility=futility, unmeasured=unmeasured
+        )
 
-    # The replicate is no candidate: "not worth it" means nothing for it.
+    # The replicate is no candidate: "not worth it" means nothing for it. Only the candidates'
+    # family counts the levels a search could have measured for them.
     replicated = family([replicate], futility=False) if replicate is not None else []
-    return QuestionDecisions(family(candidates, futility=True), replicated)
+    confirmed = family(confirmations, futility=True) if confirmations else []
+    return QuestionDecisions(family(candidates, futility=True, searched=True), replicated, confirmed)

@@ -36,7 +36,7 @@ import functools
 import math
 import statistics
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
 
 import numpy as np
@@ -105,11 +105,25 @@ class Design:
 class PrimaryCell(Generic[K]):
     """One primary cell's block ratios by block number, or why it cannot be called
     (a no-call reason of experiments/measurement/verdicts.py: no data, failures differ,
-    stream distorted, not applicable)."""
+    stream distorted, not applicable).
+
+    `entered` is the first block the cell was measured in: a level a break-even search added
+    later (experiments/measurement/planner.py) has its own looks, counted in its own blocks
+    (its first after FIRST_LOOK of them, its last at the design's maximum), each at the level
+    its own boundary gives. Its blocks come after the data that chose it, so its p-values
+    stay valid whatever chose it."""
 
     key: K
     ratios: Mapping[int, float]
     blocked: str | None = None
+    entered: int = 1
+
+    def own_looks(self, design: "Design") -> tuple[int, ...]:
+        """The cell's looks, in its own blocks: a design of the blocks left when it entered."""
+        if self.entered == 1:
+            return design.looks
+        return Design(design.max_blocks - self.entered + 1, design.sequential, design.margin,
+                      design.worthwhile_gain, design.alpha, design.spending).looks  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -210,6 +224,11 @@ class _Look:
     estimate: RatioEstimate
     p_value: float | None
     at: int  # the look: after this many blocks
+    looks: tuple[int, ...] | None = None  # the cell's own looks when it entered late (`at` counts its blocks)
+
+    def boundary(self, design: Design) -> tuple[int, ...]:
+        """The looks whose boundary this look is on: the design's, or the late cell's own."""
+        return design.looks if self.looks is None else self.looks
 
 
 def _look(ratios: Mapping[int, float], blocks: int) -> _Look:
@@ -226,11 +245,20 @@ def _look(ratios: Mapping[int, float], blocks: int) -> _Look:
     return _Look(estimate, float(2 * scipy_stats.t.sf(abs(t), len(logs) - 1)), blocks)
 
 
+def _cell_look(cell: "PrimaryCell[K]", design: Design, blocks: int) -> _Look:
+    """The cell's look after `blocks` blocks of the experiment; a cell that entered late is
+    looked at after its own blocks, on its own boundary."""
+    look = _look(cell.ratios, blocks)
+    if cell.entered == 1:
+        return look
+    return replace(look, at=blocks - cell.entered + 1, looks=cell.own_looks(design))
+
+
 def _equivalence_interval(look: _Look, design: Design) -> tuple[float, float] | None:
     """The interval of the TOST at EQUIVALENCE_ALPHA a side, adjusted for the looks."""
     if look.estimate.n_blocks < 2:
         return None
-    level = nominal_level(2 * EQUIVALENCE_ALPHA, design.looks, look.at, design.spending)
+    level = nominal_level(2 * EQUIVALENCE_ALPHA, look.boundary(design), look.at, design.spending)
     interval = block_interval(look.estimate.block_ratios, confidence=1 - level)
     return interval.interval.lo, interval.interval.hi
 
@@ -257,22 +285,26 @@ def _decision(key: K, look: _Look, outcome: str, confidence: float, design: Desi
     return Decision(key, outcome, estimate, confidence, look.estimate.n_blocks, look.p_value, interval)
 
 
-def _holm_calls(
-    looks: dict[K, _Look], open_keys: list[K], family: int, design: Design, look_at: int
-) -> dict[K, tuple[str, float]]:
-    """Holm's step-down at the look after `look_at` blocks: {key: (direction, level it
-    passed)} for the cells called faster or slower. `family` counts the cells not called
-    before this look."""
+def _holm_calls(looks: dict[K, _Look], family: int, design: Design) -> dict[K, tuple[str, float]]:
+    """Holm's step-down at one look: {key: (direction, level it passed)} for the cells called
+    faster or slower. `family` counts the cells not called before this look. Each cell is
+    tested on its own boundary (a late cell's differs), so the step takes, among the cells
+    within their level for alpha / h, the one with the smallest p-value; with one boundary
+    for all this is Holm's order (the graphical procedure's result does not depend on it)."""
     called: dict[K, tuple[str, float]] = {}
-    tested = {key: p for key in open_keys if (p := looks[key].p_value) is not None}
-    ranked = sorted(tested, key=lambda key: tested[key])
-    for key in ranked:
-        level = _call_level(design, family - len(called), look_at)
-        if tested[key] > level:
-            break
-        point = looks[key].estimate.point or 1.0
+    tested = {key: look for key, look in looks.items() if look.p_value is not None}
+    while True:
+        passing = [
+            (look.p_value, index, key, level)
+            for index, (key, look) in enumerate(tested.items())
+            if key not in called and look.p_value is not None
+            and look.p_value <= (level := _call_level(design, family - len(called), look))
+        ]  # fmt: skip
+        if not passing:
+            return called
+        _, _, key, level = min(passing)
+        point = tested[key].estimate.point or 1.0
         called[key] = (FASTER if point > 1 else SLOWER, level)
-    return called
 
 
 def _looks_taken(design: Design, blocks_run: int, final: bool) -> list[int]:
@@ -284,25 +316,39 @@ def _looks_taken(design: Design, blocks_run: int, final: bool) -> list[int]:
     return taken
 
 
+def _looked_at(cell: PrimaryCell[K], design: Design, look_at: int) -> bool:
+    """Whether the experiment's look after `look_at` blocks is one of the cell's: always for a
+    cell measured from the first block, from FIRST_LOOK of its own blocks for a late one."""
+    return cell.entered == 1 or look_at - cell.entered + 1 in cell.own_looks(design)
+
+
 def decide(
-    cells: Sequence[PrimaryCell[K]], design: Design, *, blocks_run: int, final: bool, futility: bool = True
-) -> list[Decision[K]]:
+    cells: Sequence[PrimaryCell[K]], design: Design, *, blocks_run: int, final: bool, futility: bool = True,
+    unmeasured: int = 0,
+) -> list[Decision[K]]:  # fmt: skip
     """The decision on every primary cell after `blocks_run` blocks, replaying the looks.
 
     `final`: no more blocks will run (the experiment stopped), so a cell still open is
     inconclusive, or has too few blocks when no look was reached. `futility`: a cell may stop
     as not worth it (not for the A/A replicate, which is no candidate for deployment).
+    `unmeasured`: cells of the family that were not measured (the grid levels a break-even
+    search did not run); they count in Holm's family, so the family-wise error holds over
+    every cell the search could have measured, whichever it chose.
     """
     decided: dict[K, Decision[K]] = {}
     for cell in cells:
         if cell.blocked is not None:
             decided[cell.key] = _decision(cell.key, _look(cell.ratios, blocks_run), cell.blocked, 0.95, design)
-    family = sum(1 for cell in cells if cell.blocked is None)
+    family = sum(1 for cell in cells if cell.blocked is None) + unmeasured
     called = 0
     taken = _looks_taken(design, blocks_run, final)
     for look_at in taken:
-        looks = {cell.key: _look(cell.ratios, look_at) for cell in cells if cell.key not in decided}
-        calls = _holm_calls(looks, list(looks), family - called, design, look_at)
+        looks = {
+            cell.key: _cell_look(cell, design, look_at)
+            for cell in cells
+            if cell.key not in decided and _looked_at(cell, design, look_at)
+        }
+        calls = _holm_calls(looks, family - called, design)
         called += len(calls)
         for key, look in looks.items():
             if key in calls:
@@ -311,13 +357,16 @@ def decide(
                 continue
             otherwise = _settled_otherwise(_equivalence_interval(look, design), design, futility=futility)
             if otherwise is not None:
-                confidence = 1 - _call_level(design, family - called, look_at)
+                confidence = 1 - _call_level(design, family - called, look)
                 decided[key] = _decision(key, look, otherwise, confidence, design)
-    still = _unsettled_outcome(design, blocks_run, final=final, looked=bool(taken))
-    confidence = 1 - _call_level(design, family - called, taken[-1] if taken else None)
     for cell in cells:
         if cell.key not in decided:
-            decided[cell.key] = _decision(cell.key, _look(cell.ratios, blocks_run), still, confidence, design)
+            own = [look_at for look_at in taken if _looked_at(cell, design, look_at)]
+            still = _unsettled_outcome(design, blocks_run, final=final, looked=bool(own))
+            last = _cell_look(cell, design, own[-1]) if own else None
+            confidence = 1 - _call_level(design, family - called, last)
+            look = _cell_look(cell, design, blocks_run)
+            decided[cell.key] = _decision(cell.key, look, still, confidence, design)
     return [decided[cell.key] for cell in cells]
 
 
@@ -329,12 +378,13 @@ def _unsettled_outcome(design: Design, blocks_run: int, *, final: bool, looked: 
     return INCONCLUSIVE if looked else TOO_FEW_BLOCKS
 
 
-def _call_level(design: Design, unrejected: int, look_at: int | None) -> float:
-    """The p-level a call must pass at the look after `look_at` blocks, with `unrejected`
-    cells not yet called (Holm's alpha / h on the design's boundary). One minus it is the
+def _call_level(design: Design, unrejected: int, look: _Look | None) -> float:
+    """The p-level a call must pass at `look` (None: the boundary's last), with `unrejected`
+    cells not yet called (Holm's alpha / h on the cell's boundary). One minus it is the
     confidence of the interval shown for a cell not called: the level the next call would
     have to pass."""
-    return nominal_level(design.alpha / max(1, unrejected), design.looks, look_at, design.spending)
+    looks = design.looks if look is None else look.boundary(design)
+    return nominal_level(design.alpha / max(1, unrejected), looks, None if look is None else look.at, design.spending)
 
 
 def needs_another_block(decisions: Sequence[Decision[K]]) -> bool:

@@ -11,10 +11,11 @@ from django.contrib.auth.models import Group
 from django.contrib.postgres.fields import ArrayField
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 
 from experiments.measurement import batch_schedule
 from experiments.measurement.limits import MAX_SPECULATIVE_TOKENS
+from experiments.measurement.planner import MIN_RESOLUTION, SearchRange
 from experiments.measurement.question import Question
 from experiments.measurement.sequential import BOUNDARIES, FIRST_LOOK, POCOCK_BOUNDARY, SPENDING_BOUNDARY, Design
 from experiments.rules import server_settings
@@ -190,6 +191,18 @@ class Experiment(models.Model):
         help_text="With a sequential design, no block is added once the runs so far and the next block's "
         "expected time would pass this many device-minutes; empty: blocks only.",
     )  # fmt: skip
+    # A break-even search (experiments/measurement/planner.py): the range and resolution of its grid of
+    # levels. Its concurrency_levels are the levels measured so far: the ends, then those it adds.
+    search_low = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Break-even search: the lowest concurrency of the range."
+    )
+    search_high = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Break-even search: the highest concurrency of the range."
+    )
+    search_resolution = models.FloatField(
+        null=True, blank=True,
+        help_text="Break-even search: the largest ratio between neighbouring levels of its grid.",
+    )  # fmt: skip
     warmup_requests = models.PositiveSmallIntegerField(default=2)
     profile_intervals = models.BooleanField(
         default=False,
@@ -268,6 +281,11 @@ class Experiment(models.Model):
                 | Q(gpu_memory_utilization__gt=0, gpu_memory_utilization__lte=1),
                 name="experiment_gpu_memory_fraction",
             ),
+            models.CheckConstraint(
+                condition=Q(search_low__isnull=True, search_high__isnull=True, search_resolution__isnull=True)
+                | Q(search_low__gte=1, search_high__gte=F("search_low"), search_resolution__gte=MIN_RESOLUTION),
+                name="experiment_search_range",
+            ),
         ]
 
     def __str__(self):
@@ -317,6 +335,13 @@ class Experiment(models.Model):
         return self.sequential and self.server_per_block
 
     @property
+    def search_range(self) -> SearchRange | None:
+        """The break-even search's range, or None for an experiment of listed levels."""
+        if self.search_low is None or self.search_high is None or self.search_resolution is None:
+            return None
+        return SearchRange(self.search_low, self.search_high, self.search_resolution)
+
+    @property
     def question(self) -> Question:
         """What the experiment asked and how its blocks are spent on it (experiments/measurement/question.py)."""
         design = Design(
@@ -326,7 +351,9 @@ class Experiment(models.Model):
             worthwhile_gain=self.worthwhile_gain,
             spending=BOUNDARIES[self.boundary],
         )
-        return Question(self.primary_metric, tuple(self.question_levels), design)
+        search = self.search_range
+        family = search.family_size if search else None
+        return Question(self.primary_metric, tuple(self.question_levels), design, family)
 
     @property
     def first_blocks(self) -> int:
@@ -440,6 +467,13 @@ class Arm(models.Model):
     # A calibration arm serves a draft model (params["model"]) alone with plain decoding: it
     # measures what a draft step costs, and is never compared with the baseline.
     is_calibration = models.BooleanField(default=False)
+    # A confirmation arm runs the batch-size schedule of k derived from another arm's verdicts
+    # (experiments/measurement/batch_schedule.py): added by the break-even search once that arm's
+    # break-even is found, so that the recommended --speculative-config is measured, not only derived.
+    confirms = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="confirmations",
+        help_text="The arm whose derived schedule this arm runs to confirm it.",
+    )  # fmt: skip
 
     objects = ArmQuerySet.as_manager()
 

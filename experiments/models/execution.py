@@ -79,6 +79,11 @@ class Run(models.Model):
         help_text="Set on a run of the arm's synthetic acceptance sweep: vLLM accepted drafts at random to give "
         "this mean acceptance length. Such a run is not a measurement of the arm.",
     )
+    # Device time (experiments/analysis/device_time.py): the seconds its vLLM server took from launch
+    # to answering /health, on the first run of each server session; null on the others.
+    server_start_s = models.FloatField(
+        null=True, blank=True, help_text="Seconds its server took to start, on the first run a server ran."
+    )
 
     objects = RunQuerySet.as_manager()
 

@@ -108,11 +108,11 @@ def _looks(*p_values: float) -> dict:
 
 def test_holm_calls_down_the_ranked_p_values_while_each_is_within_alpha_over_those_left():
     # 0.001 <= 0.05/3, 0.02 <= 0.05/2, 0.04 <= 0.05: all three (Bonferroni would call one).
-    assert set(_holm_calls(_looks(0.04, 0.001, 0.02), [0, 1, 2], 3, FIXED_3, 3)) == {0, 1, 2}
+    assert set(_holm_calls(_looks(0.04, 0.001, 0.02), 3, FIXED_3)) == {0, 1, 2}
     # 0.001 <= 0.05/3, then 0.03 > 0.05/2 stops the step-down: 0.04 is not tested.
-    assert set(_holm_calls(_looks(0.04, 0.001, 0.03), [0, 1, 2], 3, FIXED_3, 3)) == {1}
+    assert set(_holm_calls(_looks(0.04, 0.001, 0.03), 3, FIXED_3)) == {1}
     # Nothing within 0.05/3: nothing called, even at 0.02 and 0.03.
-    assert _holm_calls(_looks(0.02, 0.03, 0.04), [0, 1, 2], 3, FIXED_3, 3) == {}
+    assert _holm_calls(_looks(0.02, 0.03, 0.04), 3, FIXED_3) == {}
 
 
 # ---------------------------------------------------------------- one look, hand-computed
@@ -253,8 +253,8 @@ def test_a_cell_below_one_is_called_slower():
 
 def test_holm_calls_a_p_value_equal_to_its_level():
     # With one look the level is alpha / h exactly: 0.025 for two cells, then 0.05 for one.
-    assert set(_holm_calls(_looks(0.05, 0.025), [0, 1], 2, FIXED_3, 3)) == {0, 1}
-    assert _holm_calls(_looks(0.05, 0.025), [0, 1], 2, FIXED_3, 3)[1] == ("faster", 0.025)
+    assert set(_holm_calls(_looks(0.05, 0.025), 2, FIXED_3)) == {0, 1}
+    assert _holm_calls(_looks(0.05, 0.025), 2, FIXED_3)[1] == ("faster", 0.025)
 
 
 def test_identical_block_ratios_give_a_p_value_of_zero_or_one():
