@@ -59,7 +59,13 @@ def experiment_block_add(*, experiment: Experiment) -> bool:
     step = continuation.next_step(experiment, decided)
     if step.block is None:
         return False
-    queued = blocks.block_queue(experiment=experiment, block=step.block, arm_ids=set(step.arm_ids))
+    arm_ids, levels = set(step.arm_ids), dict(step.levels) if step.levels is not None else None
+    for due in step.confirm:
+        arm = blocks.confirmation_arm_add(experiment=experiment, arm_id=due.arm, schedule=due.schedule)
+        arm_ids.add(arm.id)
+        if levels is not None:
+            levels[arm.id] = due.levels
+    queued = blocks.block_queue(experiment=experiment, block=step.block, arm_ids=arm_ids, levels=levels)
     logger.info(
         "experiment %s: block %s added for %d runs (a primary cell is open)", experiment.id, step.block, len(queued)
     )

@@ -4,6 +4,8 @@ from its recorded runs: what the page shows and what decides whether a block is 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from django.db.models import Min
+
 from experiments.analysis import continuation
 from experiments.measurement import inference, question, sequential, verdicts
 from experiments.models import Experiment, SpeedupEstimate
@@ -19,12 +21,21 @@ class PrimaryCells:
     candidates: list[int]
     replicate: int | None
     asked: question.Question
+    entered: dict[question.CellKey, int]
+    confirmations: list[int]
 
     def decide(self, *, final: bool) -> question.QuestionDecisions:
         return question.question_decisions(
             self.runs, self.cells, baseline=self.baseline, candidates=self.candidates, replicate=self.replicate,
-            question=self.asked, final=final,
+            question=self.asked, final=final, entered=self.entered, confirmations=self.confirmations,
         )  # fmt: skip
+
+
+def cells_entered(experiment: Experiment) -> dict[question.CellKey, int]:
+    """{(arm, level): the first block it was scheduled in}, whatever became of that run: a
+    cell's looks count from there (a break-even search adds levels and confirmation arms)."""
+    firsts = experiment.runs.real().values("arm_id", "concurrency").annotate(first=Min("repetition"))
+    return {(row["arm_id"], row["concurrency"]): row["first"] for row in firsts}
 
 
 def primary_cells(experiment: Experiment, runs: Sequence[inference.RunData]) -> PrimaryCells:
@@ -32,18 +43,19 @@ def primary_cells(experiment: Experiment, runs: Sequence[inference.RunData]) -> 
     arms = list(experiment.arms.compared_or_baseline().order_by("position"))
     baseline = next(arm.id for arm in arms if arm.is_baseline)
     replicate = next((arm.id for arm in arms if arm.is_replicate), None)
-    candidates = [arm.id for arm in arms if not arm.is_baseline and not arm.is_replicate]
+    confirmations = [arm.id for arm in arms if arm.confirms_id is not None]
+    candidates = [arm.id for arm in arms if not arm.is_baseline and not arm.is_replicate and arm.confirms_id is None]
     asked = experiment.question
     cells = inference.speedup_cells(
         runs,
         baseline=baseline,
-        arms=[*candidates, *([replicate] if replicate is not None else [])],
+        arms=[*candidates, *confirmations, *([replicate] if replicate is not None else [])],
         levels=list(asked.levels),
         margin=experiment.equivalence_margin,
         metrics=[asked.metric],
         fixed_arrival_rate=bool(experiment.request_rate),
     )
-    return PrimaryCells(runs, cells, baseline, candidates, replicate, asked)
+    return PrimaryCells(runs, cells, baseline, candidates, replicate, asked, cells_entered(experiment), confirmations)
 
 
 def primary_decisions(

@@ -15,6 +15,7 @@ tests/test_vllm_config_keys.py asks the installed vLLM's validator about the sam
 Free of Django.
 """
 
+import re
 from collections.abc import Mapping, Sequence
 from itertools import pairwise
 from math import isqrt
@@ -23,9 +24,17 @@ from typing import cast
 from experiments.measurement import sequential
 
 KEY = "num_speculative_tokens_per_batch_size"
+FIRST_VERSION = (0, 32)  # the first vLLM release whose SpeculativeConfig takes KEY
 
 # (range_start, range_end, k): batch sizes range_start..range_end inclusive draft k tokens.
 Band = tuple[int, int, int]
+
+
+def supported(vllm_version: str) -> bool:
+    """Whether a vLLM of this version (as `vllm.__version__` gives it: "0.32.0", "0.32.1+cpu",
+    "0.33.0.dev12") runs a batch-size schedule; False for a version it cannot read."""
+    match = re.match(r"(\d+)\.(\d+)", vllm_version.strip())
+    return match is not None and (int(match[1]), int(match[2])) >= FIRST_VERSION
 
 
 def _whole(value: object) -> bool:

@@ -12,6 +12,7 @@ order. Plain Python, no Django.
 """
 
 import random
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 
@@ -47,15 +48,20 @@ def block_orders(*, n_arms: int, levels: list[int], blocks: int, seed: int) -> l
     return [block_order(n_arms=n_arms, levels=levels, block=block, seed=seed) for block in range(1, blocks + 1)]
 
 
-def added_block(*, n_arms: int, levels: list[int], block: int, seed: int, arms: set[int]) -> list[Slot]:
+def added_block(
+    *, n_arms: int, levels: list[int], block: int, seed: int, arms: set[int] | Mapping[int, Collection[int]]
+) -> list[Slot]:
     """A block added to a sequential design for some of the arms (indices into the n_arms
-    of the schedule): they keep the order the block draws for all, closing up the gaps."""
+    of the schedule): they keep the order the block draws for all, closing up the gaps. With
+    a mapping, each arm runs only its own levels (a break-even search), in the order the
+    block draws for `levels`, closing up the gaps there too."""
     order, block_levels = block_order(n_arms=n_arms, levels=levels, block=block, seed=seed)
     taken = [arm for arm in order if arm in arms]
+    own = arms if isinstance(arms, Mapping) else dict.fromkeys(taken, levels)
     return [
         Slot(arm, block, level, arm_place, level_place)
         for arm_place, arm in enumerate(taken, start=1)
-        for level_place, level in enumerate(block_levels, start=1)
+        for level_place, level in enumerate((level for level in block_levels if level in own[arm]), start=1)
     ]
 
 

@@ -358,7 +358,10 @@ class Experiment(models.Model):
     @property
     def first_blocks(self) -> int:
         """The blocks queued at submission: with blocks added until settled, those before the
-        first look; else every block."""
+        first look (a break-even search: the first only, as it places a level after each block);
+        else every block."""
+        if self.adds_blocks and self.search_range is not None:
+            return 1
         return min(FIRST_LOOK, self.repetitions) if self.adds_blocks else self.repetitions
 
     def protocol_warnings(self) -> list[str]:
