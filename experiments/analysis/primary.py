@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 
 from django.db.models import Min
 
-from experiments.analysis import continuation
+from experiments.analysis import continuation, search
 from experiments.measurement import inference, question, sequential, verdicts
 from experiments.models import Experiment, SpeedupEstimate
 
@@ -137,5 +137,7 @@ def question_summary(
         "stop_sentence": stop,
         "cells": [_cell_json(d, asked.design, stop, labels) for d in decided.candidates],
         "replicate_cells": [_cell_json(d, asked.design, stop, labels) for d in decided.replicate],
+        "confirmation_cells": [_cell_json(d, asked.design, stop, labels) for d in decided.confirmation],
+        "search": search.search_summary(experiment, decided, step, labels, cells_entered(experiment)),
         "open": [f"{labels.get(d.key[0], '')} at {d.key[1]}" for d in decided.candidates if not d.settled],
     }

@@ -11,7 +11,7 @@ from itertools import zip_longest
 
 from django.db import transaction
 
-from experiments.analysis import breakdowns, continuation, primary, replicate
+from experiments.analysis import breakdowns, continuation, primary, replicate, search
 from experiments.analysis.variance import variance_components
 from experiments.measurement import inference, prediction, question, stats, steps, stream_fidelity, verdicts
 from experiments.measurement.token_ids import unpack_token_ids
@@ -557,7 +557,9 @@ def experiment_analyse(*, experiment: Experiment) -> ExperimentAnalysis:
     analysis, _ = ExperimentAnalysis.objects.update_or_create(
         experiment=experiment,
         defaults={
-            "verdicts": _verdicts(experiment, compared, cells),
+            "verdicts": search.with_search_break_evens(
+                _verdicts(experiment, compared, cells), series["question"]["search"], experiment.primary_metric
+            ),
             "series": series,
             "fidelity": fidelity,
             "warnings": experiment.protocol_warnings()

@@ -67,6 +67,10 @@ def _form_value(name: str, field: forms.Field, value, errors: dict):
     return str(value)
 
 
+def _asks_search(spec: dict) -> bool:
+    return spec.get("search_low") is not None or spec.get("search_high") is not None
+
+
 def _posted(spec: dict, form_fields: dict, prefix: str, errors: dict) -> dict:
     unknown = sorted(set(spec) - set(form_fields))
     for name in unknown:
@@ -74,6 +78,8 @@ def _posted(spec: dict, form_fields: dict, prefix: str, errors: dict) -> dict:
     data = {}
     for name, field in form_fields.items():
         value = _form_value(name, field, spec[name], errors) if name in spec else _default_post(field)
+        if name == "concurrency_levels" and name not in spec and _asks_search(spec):
+            value = ""  # a spec with a range to search lists no levels: the form's example ones would clash
         if value is not None:
             data[f"{prefix}{name}"] = value
     return data
@@ -168,7 +174,7 @@ def spec_from_experiment(experiment: Experiment) -> dict:
         for name, value in prefill.experiment_data(experiment).items()
         if name not in ("concurrency_levels", "primary_levels")
     }
-    spec["concurrency_levels"] = sorted(experiment.concurrency_levels)
+    spec["concurrency_levels"] = [] if experiment.search_range else sorted(experiment.concurrency_levels)
     spec["primary_levels"] = sorted(experiment.primary_levels)
     arm_fields = ArmForm.base_fields
     spec[ARMS_KEY] = [

@@ -15,6 +15,7 @@ from experiments.definition.services import REPLICATE_LABEL, ArmSpec, arm_defaul
 from experiments.execution import worker_queues
 from experiments.measurement import batch_schedule, limits
 from experiments.measurement.limits import MAX_LOOKUP, MAX_SPECULATIVE_TOKENS
+from experiments.measurement.planner import MIN_RESOLUTION, SearchRange
 from experiments.models import MAX_TENSOR_PARALLEL_SIZE, Arm, Experiment, UploadedPromptSet
 from experiments.prompts import catalog
 from experiments.prompts.input_lengths import parse_length_distribution
@@ -186,6 +187,16 @@ def parse_synthetic_sweep(text: str, *, k: int) -> list[float]:
     return _at_most(lengths, MAX_SWEEP_LENGTHS, "lengths")
 
 
+def measured_levels_at_most(cleaned: dict) -> list[int]:
+    """The levels an experiment may measure: the listed ones; for a break-even search, as many
+    of its grid's lowest levels (the slowest to run) as it may measure per arm."""
+    low, high, resolution = cleaned.get("search_low"), cleaned.get("search_high"), cleaned.get("search_resolution")
+    if low is None or high is None or resolution is None or low >= high:
+        return cleaned["concurrency_levels"]
+    search = SearchRange(low, high, resolution)
+    return list(search.grid()[: search.family_size])
+
+
 def experiment_limit_s(cleaned: dict, *, arms: int) -> float:
     """The longest the experiment's task may run with `arms` arms (experiments/measurement/limits.py)."""
     size = limits.Size(
@@ -196,7 +207,7 @@ def experiment_limit_s(cleaned: dict, *, arms: int) -> float:
     )
     return limits.experiment_time_limit_s(
         size,
-        levels=cleaned["concurrency_levels"],
+        levels=measured_levels_at_most(cleaned),
         runs_per_level=arms * cleaned["repetitions"],
         sessions=arms * cleaned["repetitions"],
         seconds_per_token=settings.SPECDASH_RUN_SECONDS_PER_TOKEN,
@@ -362,8 +373,26 @@ class ExperimentForm(TeamForm):
     seed = forms.IntegerField(min_value=0, max_value=2**31 - 1, initial=0)
 
     concurrency_levels = forms.CharField(
-        initial="1, 4, 8", help_text=f"Comma-separated, 1 to {MAX_CONCURRENCY}, at most {MAX_CONCURRENCY_LEVELS}."
+        required=False,
+        initial="1, 4, 8",
+        help_text=f"Comma-separated, 1 to {MAX_CONCURRENCY}, at most {MAX_CONCURRENCY_LEVELS}. Empty with a "
+        "break-even search below.",
     )
+    search_low = forms.IntegerField(
+        required=False, min_value=1, max_value=MAX_CONCURRENCY, label="Search from",
+        help_text="Break-even search, instead of listed levels: the lowest concurrency of the range. The search "
+        "measures the range's two ends, then places levels between the last one the arm is settled faster at "
+        "and the first it is not, until they are neighbours on the grid.",
+    )  # fmt: skip
+    search_high = forms.IntegerField(
+        required=False, min_value=1, max_value=MAX_CONCURRENCY, label="Search up to",
+        help_text="The highest concurrency of the range.",
+    )  # fmt: skip
+    search_resolution = forms.FloatField(
+        required=False, min_value=MIN_RESOLUTION, max_value=MAX_CONCURRENCY, initial=2.0, label="Resolution",
+        help_text="The largest ratio between neighbouring levels of the search's grid: 2 places levels at 1, 2, 4, "
+        "8, … and finds the break-even within a factor of 2.",
+    )  # fmt: skip
     primary_metric = forms.ChoiceField(
         choices=PRIMARY_METRIC_CHOICES,
         required=False,
@@ -513,8 +542,9 @@ class ExperimentForm(TeamForm):
             raise forms.ValidationError("Top-p must be greater than 0 and at most 1.")
         return top_p
 
-    def clean_concurrency_levels(self):
-        return parse_concurrency_levels(self.cleaned_data["concurrency_levels"])
+    def clean_concurrency_levels(self) -> list[int]:
+        text = self.cleaned_data["concurrency_levels"]
+        return parse_concurrency_levels(text) if text.strip() else []
 
     def clean_equivalence_margin(self) -> float:
         """Shown in percent, stored as a fraction (2 → 0.02)."""
@@ -589,8 +619,9 @@ class ExperimentForm(TeamForm):
             cleaned["input_lengths"] = ""
         self._check_fits_model_len(cleaned)
         self._check_batch(cleaned)
+        self._clean_search(cleaned)
         self._check_question(cleaned)
-        self._check_prompts_per_level(cleaned.get("concurrency_levels"), measured)
+        self._check_prompts_per_level(self._highest_levels(cleaned), measured)
         self._check_arrival_span(cleaned.get("request_rate"), measured)
         self._check_time_limit(cleaned)
         if cleaned.get("draft_calibration") and self.draft_arms == 0:
@@ -601,6 +632,54 @@ class ExperimentForm(TeamForm):
             )
         return cleaned
 
+    def _clean_search(self, cleaned) -> None:
+        """Listed levels, or a break-even search's range (its ends become the levels measured
+        first); never both. A search adds blocks until settled on fresh servers, and chooses its
+        own levels, so it has no levels that matter apart from them."""
+        low, high = cleaned.get("search_low"), cleaned.get("search_high")
+        if low is None and high is None:
+            cleaned["search_resolution"] = None
+            _drop_errors(self, ["search_resolution"])
+            if not cleaned.get("concurrency_levels") and "concurrency_levels" not in self.errors:
+                self.add_error("concurrency_levels", "Give the concurrency levels, or a range to search below.")
+            return
+        for name, value in (("search_low", low), ("search_high", high)):
+            if value is None and name not in self.errors:
+                self.add_error(name, "A break-even search needs both ends of its range.")
+        resolution = cleaned.get("search_resolution")
+        if resolution is None and "search_resolution" not in self.errors:
+            self.add_error("search_resolution", "A break-even search needs a resolution (2: levels 1, 2, 4, …).")
+        if cleaned.get("concurrency_levels"):
+            self.add_error("concurrency_levels", "Listed levels or a range to search, not both: empty this one.")
+        if low is None or high is None or resolution is None:
+            return
+        if low >= high:
+            self.add_error("search_high", f"The range must end above where it starts ({low}).")
+            return
+        search = SearchRange(low, high, resolution)
+        cleaned["concurrency_levels"] = list(search.ends)
+        if cleaned.get("primary_levels"):
+            self.add_error("primary_levels", "A break-even search chooses its own levels: leave this empty.")
+        if not cleaned.get("sequential") or cleaned.get("server_per_block") is False:
+            self.add_error(
+                "sequential",
+                "A break-even search adds blocks one at a time, on a fresh server for every arm in every block: tick "
+                "both.",
+            )
+
+    def _highest_levels(self, cleaned) -> list[int] | None:
+        """The levels the checks of size and time must allow for: the listed ones, or a search's
+        whole grid."""
+        search = self._search(cleaned)
+        return list(search.grid()) if search else cleaned.get("concurrency_levels")
+
+    @staticmethod
+    def _search(cleaned) -> SearchRange | None:
+        low, high, resolution = cleaned.get("search_low"), cleaned.get("search_high"), cleaned.get("search_resolution")
+        if low is None or high is None or resolution is None or low >= high:
+            return None
+        return SearchRange(low, high, resolution)
+
     def _check_batch(self, cleaned):
         problem = server_settings.batch_problem(cleaned)
         if problem:
@@ -609,7 +688,7 @@ class ExperimentForm(TeamForm):
     def _check_time_limit(self, cleaned):
         """The experiment's task must end before Redis would hand its message out again."""
         needed = ("warmup_requests", "num_prompts", "max_tokens", "concurrency_levels", "repetitions")
-        if any(cleaned.get(name) is None for name in needed):
+        if any(cleaned.get(name) is None for name in needed) or not cleaned["concurrency_levels"]:
             return
         # A calibration arm per draft-model arm at most (every arm when their methods are not known).
         drafts = self.speculative_arms if self.draft_arms is None else self.draft_arms

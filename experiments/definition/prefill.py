@@ -22,7 +22,9 @@ _SHOWN_APART = {"concurrency_levels", "primary_levels", "equivalence_margin", "w
 def experiment_data(origin: Experiment) -> dict:
     """The origin's settings as ExperimentForm takes them, for `initial` or as posted data."""
     data = {name: getattr(origin, name) for name in ExperimentForm.base_fields if name not in _SHOWN_APART}
-    data["concurrency_levels"] = ", ".join(map(str, sorted(origin.concurrency_levels)))
+    # A search's measured levels are its results, not its protocol: its range asks for them again.
+    listed = [] if origin.search_range else sorted(origin.concurrency_levels)
+    data["concurrency_levels"] = ", ".join(map(str, listed))
     data["primary_levels"] = ", ".join(map(str, sorted(origin.primary_levels)))
     data["equivalence_margin"] = round(origin.equivalence_margin * 100, 6)
     data["worthwhile_gain"] = round(origin.worthwhile_gain * 100, 6)
@@ -45,8 +47,9 @@ def _arm_row(arm: Arm) -> dict:
 
 
 def arm_initial(origin: Experiment) -> list[dict]:
-    """One ArmForm's values per speculative arm; the baseline and replicate are added anyway."""
-    return [_arm_row(arm) for arm in origin.arms.order_by("position") if arm.is_speculative]
+    """One ArmForm's values per speculative arm; the baseline and replicate are added anyway, and
+    a search's confirmation arms again when it finds its break-even."""
+    return [_arm_row(arm) for arm in origin.arms.order_by("position") if arm.is_speculative and not arm.confirms_id]
 
 
 def arm_data(origin: Experiment) -> dict:

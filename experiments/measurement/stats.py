@@ -538,7 +538,7 @@ NOT_SETTLED = "not settled"
 NOT_ESTIMABLE = "not estimable"
 
 
-def _log_crossing(level_a: int, value_a: float, level_b: int, value_b: float) -> float | None:
+def log_crossing(level_a: int, value_a: float, level_b: int, value_b: float) -> float | None:
     """The concurrency between two levels where a speedup interpolated linearly in
     (log concurrency, log speedup) equals 1; None when it does not fall to 1 in between."""
     if not (value_a > 1 >= value_b):
@@ -549,7 +549,7 @@ def _log_crossing(level_a: int, value_a: float, level_b: int, value_b: float) ->
 
 def _first_crossing(rows: Sequence[tuple[int, float]]) -> float | None:
     for (level_a, a), (level_b, b) in pairwise(rows):
-        crossing = _log_crossing(level_a, a, level_b, b)
+        crossing = log_crossing(level_a, a, level_b, b)
         if crossing is not None:
             return crossing
     return None

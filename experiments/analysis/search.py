@@ -1,0 +1,131 @@
+"""What the page and the API say of a break-even search (experiments/measurement/planner.py):
+per candidate arm where its search stopped, the bracket of settled words, the concurrency where
+the point estimates cross 1 inside it, the levels it measured and when each entered, and the
+confirmation arm that ran the derived schedule."""
+
+import json
+
+from experiments.analysis import continuation
+from experiments.measurement import planner, question, sequential, stats, verdicts
+from experiments.models import Arm, Experiment
+
+STATE_SENTENCE = {
+    planner.FOUND: "pays up to {below}: settled faster at {below}, not faster at {above}, its neighbour on the grid",
+    planner.PAYS_EVERYWHERE: "pays across the range: settled faster at its highest level, {high}",
+    planner.PAYS_NOWHERE: "pays nowhere in the range: not faster even at its lowest level, {low}",
+    planner.SEARCHING: "not found yet{bracket}",
+    planner.NARROWED: "not found at the resolution{bracket}: no level was left to add, or no blocks for its looks",
+}
+
+
+def _bracket_words(search: planner.ArmSearch) -> str:
+    below, above = search.settled.below, search.settled.above
+    if below is not None and above is not None:
+        return f": it pays at {below} and not at {above}, levels between them unsettled"
+    if below is not None:
+        return f": it pays at {below}, no level above settled as not paying"
+    if above is not None:
+        return f": it does not pay at {above}, no level below settled as paying"
+    return ": no level settled"
+
+
+def state_sentence(experiment: Experiment, search: planner.ArmSearch) -> str:
+    """The arm's search in one sentence, as the page says it."""
+    return STATE_SENTENCE[search.state].format(
+        below=search.settled.below, above=search.settled.above, low=experiment.search_low,
+        high=experiment.search_high, bracket=_bracket_words(search),
+    )  # fmt: skip
+
+
+def crossing(search: planner.ArmSearch, decided: dict[question.CellKey, question.Decision], arm: int) -> float | None:
+    """Where the bracket's point estimates, interpolated on log concurrency, cross 1."""
+    below, above = search.settled.below, search.settled.above
+    if below is None or above is None:
+        return None
+    low, high = decided[(arm, below)].estimate.point, decided[(arm, above)].estimate.point
+    if low is None or high is None:
+        return None
+    return stats.log_crossing(below, low, above, high)
+
+
+def _levels(arm: int, decided: dict[question.CellKey, question.Decision], entered: dict) -> list[dict]:
+    return [
+        {"level": level, "entered": entered.get((arm, level), 1), "outcome": decision.outcome,
+         "figure": verdicts.figure(decision.estimate), "blocks": decision.blocks}
+        for (cell_arm, level), decision in sorted(decided.items())
+        if cell_arm == arm
+    ]  # fmt: skip
+
+
+def _confirmation(arm: Arm, decided: dict[question.CellKey, question.Decision], entered: dict) -> dict:
+    """The confirmation arm's schedule and its words: it confirms the derivation when it is
+    faster at the bracket's lower level and not slower at its upper one (k = 0 there)."""
+    rows = _levels(arm.id, decided, entered)
+    return {
+        "arm_id": arm.id,
+        "arm": arm.label,
+        "config": json.dumps(arm.speculative_config(), sort_keys=True),
+        "levels": rows,
+        "verdict": confirmation_verdict([row["outcome"] for row in rows]),
+    }
+
+
+def confirmation_verdict(outcomes: list[str]) -> str:
+    """A confirmation's word from its cells' outcomes, lowest level first: refuted when it is
+    slower anywhere or settled not faster at the lowest level (where the schedule drafts k);
+    confirmed when every cell is settled and the lowest is faster; else not settled."""
+    if not outcomes:
+        return "not settled"
+    if sequential.SLOWER in outcomes or outcomes[0] in planner.STOPS:
+        return "refuted"
+    if outcomes[0] == sequential.FASTER and all(outcome in sequential.SETTLED for outcome in outcomes):
+        return "confirmed"
+    return "not settled"
+
+
+def search_summary(
+    experiment: Experiment, decided: question.QuestionDecisions, step: continuation.Step, labels: dict[int, str],
+    entered: dict[question.CellKey, int],
+) -> dict | None:  # fmt: skip
+    """The search's part of the page's question, or None for an experiment of listed levels."""
+    search = experiment.search_range
+    if search is None:
+        return None
+    by_key = decided.by_key()
+    confirmations = {arm.confirms_id: arm for arm in experiment.arms.exclude(confirms=None)}
+    arms = []
+    for arm_id, arm_search in step.searches.items():
+        point = crossing(arm_search, by_key, arm_id)
+        confirming = confirmations.get(arm_id)
+        arms.append({
+            "arm_id": arm_id, "arm": labels.get(arm_id, ""), "state": arm_search.state,
+            "sentence": state_sentence(experiment, arm_search), "below": arm_search.settled.below,
+            "above": arm_search.settled.above, "crossing": point, "faster_above": list(arm_search.faster_above),
+            "levels": _levels(arm_id, by_key, entered),
+            "confirmation": _confirmation(confirming, by_key, entered) if confirming else None,
+        })  # fmt: skip
+    return {
+        "low": search.low, "high": search.high, "resolution": search.resolution, "grid": list(search.grid()),
+        "family_size": search.family_size, "arms": arms,
+    }  # fmt: skip
+
+
+def break_even(arm: dict) -> dict:
+    """The search's answer as the chart's break-even for the primary metric (static/js): the
+    bracket and the crossing inside it, or where the range holds none."""
+    if arm["state"] == planner.FOUND:
+        return {"state": "bracketed", "level": arm["crossing"], "lo": arm["below"], "hi": arm["above"]}
+    return {"state": arm["state"], "level": None, "lo": arm["below"], "hi": arm["above"], "reason": arm["sentence"]}
+
+
+def with_search_break_evens(verdict_rows: list[dict], summary: dict | None, metric: str) -> list[dict]:
+    """The verdict rows, the primary metric's break-even of each searched arm replaced by its
+    search's answer: the bracket of settled words, not a crossing of intervals between levels
+    the search placed for another purpose."""
+    if summary is None:
+        return verdict_rows
+    answers = {arm["arm_id"]: break_even(arm) for arm in summary["arms"]}
+    return [
+        row | {"break_even": answers[row["arm_id"]]} if row["metric"] == metric and row["arm_id"] in answers else row
+        for row in verdict_rows
+    ]
