@@ -311,10 +311,20 @@ def _check_load(server: VllmServer, load: LoadResult) -> None:
         )
 
 
-def run_execute(server: VllmServer, execution: Execution, run: Run, environment: dict) -> None:
-    if not services.run_claim(run_id=run.id, worker_host=execution.worker_host, worker_name=execution.worker_name):
+def run_execute(
+    server: VllmServer, execution: Execution, run: Run, environment: dict, *, server_start_s: float | None = None
+) -> bool:
+    """Claim the run (with `server_start_s`, the start-up of the server it is the first run of),
+    measure and store it. False when another worker had claimed it."""
+    claimed = services.run_claim(
+        run_id=run.id,
+        worker_host=execution.worker_host,
+        worker_name=execution.worker_name,
+        server_start_s=server_start_s,
+    )
+    if not claimed:
         logger.info("%s is taken by another worker; skipping", run)
-        return
+        return False
     logger.info("starting %s", run)
     try:
         load, counters = run_measure(server, execution, run)
@@ -328,6 +338,7 @@ def run_execute(server: VllmServer, execution: Execution, run: Run, environment:
             raise RunCancelled(f"{run} was cancelled") from exc
         logger.exception("%s failed", run)
         services.run_mark_failed(run_id=run.id, error=f"{type(exc).__name__}: {exc}")
+    return True
 
 
 def run_store(execution: Execution, run: Run, record: spool.SpooledRun) -> None:
@@ -412,9 +423,7 @@ def session_attempt(execution: Execution, session: Session) -> None:
                 cpu_binding=execution.binding.record() | {"placement": server.placed} if execution.binding else {},
                 engine=read_engine_report(server.log_path).record(),
             )
-            for run in session.runs:
-                stop_if_cancelled(experiment)
-                run_execute(server, execution, run, environment)
+            session_runs(server, execution, session, environment)
             if levels:
                 stop_if_cancelled(experiment)
                 profiling.session_profile(server.base_url, experiment, session.arm, levels, execution.prompts)
@@ -423,6 +432,16 @@ def session_attempt(execution: Execution, session: Session) -> None:
         error = f"The vLLM server did not start: {exc.message}"
         error += f"\n\nLast lines of its log:\n{exc.log_tail}" if exc.log_tail else ""
         runs_fail(session.runs, error, worker_host=execution.worker_host, worker_name=execution.worker_name)
+
+
+def session_runs(server: VllmServer, execution: Execution, session: Session, environment: dict) -> None:
+    """Run the session's runs on its server, in order. The server's start-up is device time
+    (experiments/analysis/device_time.py): the first run this worker claims records it."""
+    unrecorded = server.start_s
+    for run in session.runs:
+        stop_if_cancelled(execution.experiment)
+        if run_execute(server, execution, run, environment, server_start_s=unrecorded):
+            unrecorded = None
 
 
 def experiment_prompts_or_fail(experiment: Experiment, *, worker_host: str, worker_name: str) -> list[Prompt] | None:

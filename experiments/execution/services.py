@@ -7,6 +7,7 @@ from datetime import timedelta
 
 from django.db import transaction
 from django.db.models import F
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from experiments.execution import dispatch
@@ -86,10 +87,16 @@ def experiments_without_work() -> list[Experiment]:
     return list(running.exclude(id__in=busy.values("experiment_id")))
 
 
-def run_claim(*, run_id: int, worker_host: str, worker_name: str = "") -> bool:
+def run_claim(*, run_id: int, worker_host: str, worker_name: str = "", server_start_s: float | None = None) -> bool:
     """Take a queued run for this worker (`worker_name`: its Celery node name; empty when no
-    Celery worker executes it). False if another worker already has it."""
+    Celery worker executes it). False if another worker already has it.
+
+    `server_start_s`: the seconds its server took to start, given with the first run a server
+    session claims (device time, experiments/analysis/device_time.py). It adds to what the run
+    carries: a run queued again after its server died still carries that server's start, which
+    held the devices too."""
     now = timezone.now()
+    start = {} if server_start_s is None else {"server_start_s": Coalesce("server_start_s", 0.0) + server_start_s}
     changed = Run.objects.filter(id=run_id, status=Run.Status.QUEUED).update(
         status=Run.Status.RUNNING,
         started_at=now,
@@ -97,6 +104,7 @@ def run_claim(*, run_id: int, worker_host: str, worker_name: str = "") -> bool:
         worker_host=worker_host,
         worker_name=worker_name,
         error="",
+        **start,
     )
     if changed:
         Run.objects.filter(id=run_id).update(attempts=F("attempts") + 1)

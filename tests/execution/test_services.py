@@ -45,6 +45,16 @@ def test_run_claim_is_taken_once():
     assert (run.status, run.worker_host, run.attempts) == (Run.Status.RUNNING, "a", 1)
 
 
+def test_a_claim_records_the_server_start_up_only_when_it_takes_the_run():
+    run, other = RunFactory(), RunFactory()
+    assert execution.run_claim(run_id=run.id, worker_host="a", server_start_s=31.5) is True
+    assert execution.run_claim(run_id=run.id, worker_host="b", server_start_s=99.0) is False
+    assert execution.run_claim(run_id=other.id, worker_host="a") is True
+    run.refresh_from_db()
+    other.refresh_from_db()
+    assert (run.server_start_s, other.server_start_s) == (31.5, None)
+
+
 def test_illegal_run_transition_raises_and_changes_nothing():
     run = RunFactory(status=Run.Status.SUCCEEDED)
     with pytest.raises(IllegalTransition):

@@ -23,10 +23,11 @@ from django.db.models import Sum
 from django.test import Client
 from django.urls import reverse
 
-from experiments.analysis import acceptance_sweep, primary
+from experiments.analysis import acceptance_sweep, device_time, primary
 from experiments.analysis.services import load_runs
 from experiments.definition import services as definition
 from experiments.definition.services import ArmSpec
+from experiments.execution import worker_queues
 from experiments.measurement import prediction
 from experiments.measurement.token_ids import unpack_token_ids
 from experiments.measurement.verdicts import FASTER, SLOWER
@@ -318,6 +319,29 @@ def test_experiment_runs_end_to_end_on_real_vllm(arms_experiment):
     assert "CUDA graphs off" in html
     assert f"KV cache {environment.kv_cache_tokens:,} tokens" in html
     assert 'class="engine-flag"' not in html
+
+
+@MODELS_BUILT
+@pytest.mark.shared_rows
+@pytest.mark.django_db
+def test_each_server_recorded_its_start_up_on_its_first_run(arms_experiment):
+    """Device time: one server per arm (and sweep length) for both blocks, whose first run
+    carries the seconds from its launch to /health; a session refused before any server (the
+    sweep on a CPU host) carries none."""
+    experiment = arms_experiment.experiment
+    sessions: dict[tuple, list[Run]] = {}
+    for run in experiment.runs.order_by("started_at"):
+        sessions.setdefault((run.arm_id, run.synthetic_acceptance_length), []).append(run)
+    served = [runs for runs in sessions.values() if runs[0].status == Run.Status.SUCCEEDED]
+    assert len(served) >= experiment.arms.count()
+    for first, *others in served:
+        assert 0 < first.server_start_s < worker_queues.server_start_timeout_s(experiment.worker_queue)
+        assert [run.server_start_s for run in others] == [None] * len(others)
+    unserved = [run for runs in sessions.values() if runs not in served for run in runs]
+    assert [run.server_start_s for run in unserved] == [None] * len(unserved)
+    spent = device_time.spent(experiment)
+    assert (spent.wall_clock, spent.recorded.starts) == (False, len(served))
+    assert spent.recorded.start_minutes == pytest.approx(sum(runs[0].server_start_s for runs in served) / 60)
 
 
 @MODELS_BUILT

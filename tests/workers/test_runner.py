@@ -63,6 +63,8 @@ class FakeServer:
             raise ServerStartError("vLLM server exited with code 1 before it became healthy", "CUDA out of nowhere")
         self.log_path.write_text(self.served.log_text)
         self.running = True
+        # What VllmServer.start_s holds once it answers /health: the n-th server took 10·n s.
+        self.start_s = 10.0 * len(self.served.servers)
         if self.placement is not None:
             front, engine_core = self.placement.cores()
             self.placed = {"api_server": sorted(front), "engine_core": sorted(engine_core)}
@@ -198,6 +200,71 @@ def test_one_server_per_arm_for_all_blocks_without_server_per_block(served, cele
         assert [(run.repetition, run.level_position) for run in runs] == [
             (block, level) for block in (1, 2, 3) for level in (1, 2)
         ]
+
+
+def _starts(served: Served) -> dict[int, float | None]:
+    """{run id: its recorded server start-up}, for every run the fake servers ran."""
+    ran = [run_id for server in served.servers for run_id in server.run_ids]
+    return dict(Run.objects.filter(id__in=ran).values_list("id", "server_start_s"))
+
+
+def test_each_server_records_its_start_up_on_the_first_run_it_ran(served, celery_dispatch):
+    _run_all(_experiment(celery_dispatch))
+
+    starts = _starts(served)
+    for number, server in enumerate(served.servers, start=1):
+        first, *others = server.run_ids
+        assert starts[first] == 10.0 * number
+        assert [starts[run_id] for run_id in others] == [None]
+
+
+def test_a_start_up_goes_on_the_first_run_the_session_claims_when_another_worker_took_its_first(
+    served, celery_dispatch, monkeypatch
+):
+    experiment = _experiment(celery_dispatch)
+    sessions = runner.experiment_sessions(experiment)
+    taken = sessions[0].runs[0]
+
+    def listed_then_claimed_elsewhere(experiment):
+        assert execution.run_claim(run_id=taken.id, worker_host="host-2")
+        return sessions
+
+    monkeypatch.setattr(runner, "experiment_sessions", listed_then_claimed_elsewhere)
+    runner.experiment_run_all(experiment.id, worker_host="host-1", worker_name="cpu@host-1")
+
+    taken.refresh_from_db()
+    assert taken.server_start_s is None
+    assert served.servers[0].run_ids == [sessions[0].runs[1].id]
+    assert _starts(served)[sessions[0].runs[1].id] == 10.0
+
+
+def test_a_server_that_died_is_replaced_and_its_replacement_records_its_own_start(served, celery_dispatch, monkeypatch):
+    experiment = _experiment(celery_dispatch, aa_replicate=False, repetitions=1)
+    first, second = runner.experiment_sessions(experiment)[0].runs
+    # The first server dies under the second run; the first run was stored before.
+    monkeypatch.setattr(
+        FakeServer, "exit_code", lambda server: 9 if server is served.servers[0] and len(server.run_ids) == 2 else None
+    )
+
+    runner.experiment_run_all(experiment.id, worker_host="host-1", worker_name="cpu@host-1")
+
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert served.servers[1].run_ids == [second.id]
+    assert (first.server_start_s, second.server_start_s) == (10.0, 20.0)
+    assert (second.status, second.attempts) == (Run.Status.SUCCEEDED, 2)
+
+
+def test_a_run_claimed_again_after_its_server_died_keeps_that_servers_start_too(served, celery_dispatch, monkeypatch):
+    experiment = _experiment(celery_dispatch, aa_replicate=False, repetitions=1)
+    first = runner.experiment_sessions(experiment)[0].runs[0]
+    monkeypatch.setattr(FakeServer, "exit_code", lambda server: 9 if server is served.servers[0] else None)
+
+    runner.experiment_run_all(experiment.id, worker_host="host-1", worker_name="cpu@host-1")
+
+    first.refresh_from_db()
+    assert served.servers[1].run_ids[0] == first.id
+    assert first.server_start_s == 10.0 + 20.0  # both starts held the devices on its behalf
 
 
 @pytest.mark.parametrize("server_per_block", [True, False])

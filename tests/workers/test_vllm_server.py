@@ -193,6 +193,14 @@ def test_server_is_healthy_then_its_whole_group_is_stopped(tmp_path):
     assert "fake server listening" in server.log_tail()
 
 
+def test_a_healthy_server_says_how_long_it_took_from_launch_to_answering_health(tmp_path):
+    slow = "import time; time.sleep(1.5)\n" + FAKE_SERVER
+    server = _fake(tmp_path, script=slow)
+    assert server.start_s is None
+    with server:
+        assert 1.5 <= server.start_s < 30
+
+
 def test_sigkill_follows_an_ignored_sigterm(tmp_path, monkeypatch):
     monkeypatch.setattr(vllm_server, "STOP_GRACE_S", 0.5)
     with _fake(tmp_path, "--ignore-sigterm") as server:

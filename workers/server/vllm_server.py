@@ -230,6 +230,10 @@ class VllmServer:
         self.port = port_from_args(self.args)
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: BinaryIO | None = None
+        # Seconds from launch to answering /health, once it does: device time (the worker records
+        # it). A start retried for GPU memory counts from the first launch: the worker held its
+        # devices, or waited for them, throughout.
+        self.start_s: float | None = None
 
     @property
     def base_url(self) -> str:
@@ -244,11 +248,13 @@ class VllmServer:
         return self._proc.poll() if self._proc else None
 
     def __enter__(self) -> "VllmServer":
+        launched = time.monotonic()
         try:
             self._start_healthy()
         except BaseException:
             self.stop()
             raise
+        self.start_s = time.monotonic() - launched
         return self
 
     def _start_healthy(self) -> None:
