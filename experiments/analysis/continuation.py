@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from django.db.models import Max
-from django.utils import timezone
 
+from experiments.analysis import device_time
 from experiments.measurement import batch_schedule, planner, question, sequential, stats
 from experiments.models import Arm, EnvironmentSnapshot, Experiment
 
@@ -70,15 +70,6 @@ class Step:
         return STOP_REASON[self.stop].format(
             max_blocks=experiment.repetitions, budget=experiment.max_device_minutes or 0
         )
-
-
-def device_minutes(experiment: Experiment) -> float:
-    """The device time the experiment has held its worker: wall minutes since it started
-    (to its end, once it ended) times the GPUs each server spans."""
-    if experiment.started_at is None:
-        return 0.0
-    end = experiment.finished_at or timezone.now()
-    return (end - experiment.started_at).total_seconds() / 60 * experiment.tensor_parallel_size
 
 
 def session_minutes(experiment: Experiment, used: float) -> float:
@@ -215,7 +206,7 @@ def next_step(experiment: Experiment, decided: question.QuestionDecisions) -> St
     """The block to add next, or why none is added, from the primary cells' decisions over
     the blocks run so far (experiments/analysis/primary.py, final=False)."""
     blocks_run = experiment.runs.aggregate(last=Max("repetition"))["last"] or 0
-    used = device_minutes(experiment)
+    used = device_time.device_minutes(experiment)
     if not experiment.adds_blocks:
         return Step(blocks_run, used, stop=FIXED)
     searches = search_plans(experiment, decided, blocks_run)

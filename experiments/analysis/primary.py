@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from django.db.models import Min
 
 from experiments.analysis import continuation, search
-from experiments.measurement import inference, question, sequential, verdicts
+from experiments.measurement import inference, question, sequential, stats, verdicts
 from experiments.models import Experiment, SpeedupEstimate
 
 
@@ -116,6 +116,21 @@ def _cell_json(decision: question.Decision, design: sequential.Design, stop: str
     }  # fmt: skip
 
 
+def _to_settle(decision: question.Decision, experiment: Experiment, step: continuation.Step, labels: dict) -> str:
+    """An unsettled cell and about how much more would settle it: the blocks stats.blocks_to_settle
+    expects at its current estimate and spread, each a server session for the arm and for every
+    control arm at this experiment's mean device-minutes per session."""
+    arm, level = decision.key
+    name = f"{labels.get(arm, '')} at {level}"
+    total = stats.blocks_to_settle(decision.estimate, experiment.equivalence_margin)
+    if total is None:
+        return f"{name} (its spread gives no estimate of the blocks that would settle it)"
+    more = max(1, total - decision.blocks)
+    sessions = more * (1 + len(continuation.control_arms(experiment)))
+    minutes = sessions * continuation.session_minutes(experiment, step.device_minutes)
+    return f"{name} (about {more} more block{'s' if more > 1 else ''}, ≈ {minutes:.1f} device-minutes, would settle it)"
+
+
 def question_summary(
     experiment: Experiment, decided: question.QuestionDecisions, step: continuation.Step, labels: dict[int, str]
 ) -> dict:
@@ -139,5 +154,9 @@ def question_summary(
         "replicate_cells": [_cell_json(d, asked.design, stop, labels) for d in decided.replicate],
         "confirmation_cells": [_cell_json(d, asked.design, stop, labels) for d in decided.confirmation],
         "search": search.search_summary(experiment, decided, step, labels, cells_entered(experiment)),
-        "open": [f"{labels.get(d.key[0], '')} at {d.key[1]}" for d in decided.candidates if not d.settled],
+        "open": [
+            _to_settle(d, experiment, step, labels)
+            for d in (*decided.candidates, *decided.confirmation)
+            if d.outcome in (sequential.OPEN, sequential.INCONCLUSIVE)
+        ],
     }
