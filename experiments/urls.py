@@ -26,6 +26,7 @@ urlpatterns = [
     path("decisions/new/", decision_views.decision_new, name="decision_new"),
     path("decisions/<int:pk>/", decision_views.decision_detail, name="decision"),
     path("decisions/<int:pk>/edit/", decision_views.decision_edit, name="decision_edit"),
+    path("decisions/<int:pk>/guardrails.yaml", decision_views.decision_guardrails, name="decision_guardrails"),
     re_path(
         r"^decisions/(?P<pk>[0-9]+)/(?P<action>approve|reject|withdraw|dismiss-flag)/$",
         decision_views.decision_act,

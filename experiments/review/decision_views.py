@@ -8,14 +8,14 @@ from collections.abc import Callable
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import Http404
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from experiments import submissions
 from experiments.models import Decision, Experiment, IllegalTransition
-from experiments.review import selectors
+from experiments.review import guardrails, selectors
 from experiments.review import services as decisions
 from experiments.review.filters import IdListField
 from experiments.review.forms import DecisionActionForm, DecisionForm
@@ -50,7 +50,22 @@ def decision_detail(request, pk: int):
     evidence_ids = [citation.experiment_id for citation in decision.citations.all()]
     context = {"decision": decision, "action_form": DecisionActionForm(initial={"version": decision.version})}
     context["compare_ids"] = evidence_ids if len(evidence_ids) > 1 else []
+    context["has_guardrails"] = guardrails.has_guardrails(decision)
     return render(request, "experiments/decision_detail.html", context)
+
+
+@require_GET
+def decision_guardrails(request, pk: int):
+    """The decision's Prometheus alerting rules, as a file (experiments/review/guardrails.py);
+    a decision that deploys no speculative arm has none, and the page says why."""
+    decision = _get_decision(request, pk)
+    try:
+        rules = guardrails.decision_rules_file(decision)
+    except guardrails.NoGuardrails as reason:
+        return render(request, "error.html", {"title": "No guardrails", "message": str(reason)}, status=404)
+    response = HttpResponse(rules, content_type="application/yaml; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="decision-{decision.pk}-guardrails.yaml"'
+    return response
 
 
 def _form_page(request, form: DecisionForm, *, decision: Decision | None = None, replaces: Decision | None = None):

@@ -17,17 +17,19 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from experiments.measurement.alert_rules import Window
 from experiments.measurement.capacity import CapacityFigures
+from experiments.measurement.vllm_metrics import (
+    ACCEPTED_PER_POS,
+    KV_CACHE_USAGE,
+    NUM_ACCEPTED_TOKENS,
+    NUM_DRAFT_TOKENS,
+    NUM_DRAFTS,
+    PREEMPTIONS,
+    REQUESTS_RUNNING,
+    REQUESTS_WAITING,
+)
 
-NUM_DRAFTS = "vllm:spec_decode_num_drafts_total"
-NUM_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
-NUM_ACCEPTED_TOKENS = "vllm:spec_decode_num_accepted_tokens_total"
-ACCEPTED_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
-# A fraction (1 = the whole cache) despite its name.
-KV_CACHE_USAGE = "vllm:kv_cache_usage_perc"
-REQUESTS_RUNNING = "vllm:num_requests_running"
-REQUESTS_WAITING = "vllm:num_requests_waiting"
-PREEMPTIONS = "vllm:num_preemptions_total"
 CAPACITY_METRICS = (KV_CACHE_USAGE, REQUESTS_RUNNING, REQUESTS_WAITING, PREEMPTIONS)
 
 
@@ -78,6 +80,22 @@ def diff(before: SpecCounters, after: SpecCounters) -> SpecCounters:
 
 def _at(values: list[int], index: int) -> int:
     return values[index] if index < len(values) else 0
+
+
+def window(before: str, after: str) -> Window:
+    """What a server did between two readings of its /metrics, as the guardrail rules read it
+    (experiments/measurement/alert_rules.py): the speculative counters' increases, and the
+    running requests at both readings. ValueError for a page without vLLM's metrics,
+    CounterReset when the server restarted in between."""
+    running = (parse_capacity(before).running, parse_capacity(after).running)
+    added = diff(parse_spec_counters(before), parse_spec_counters(after))
+    increases: dict[tuple[str, int | None], int] = {
+        (NUM_DRAFTS, None): added.num_drafts,
+        (NUM_DRAFT_TOKENS, None): added.num_draft_tokens,
+        (NUM_ACCEPTED_TOKENS, None): added.num_accepted_tokens,
+    }
+    increases |= {(ACCEPTED_PER_POS, position): n for position, n in enumerate(added.accepted_per_pos)}
+    return Window(increases, {REQUESTS_RUNNING: running})
 
 
 @dataclass(frozen=True)
