@@ -183,6 +183,10 @@
     const annotations = { band: equivalenceBand(), parity: parityLine() };
     speculative.forEach((arm, i) => {
       const even = breakEven(arm, metric);
+      if (even && even.state === "bracketed") {
+        Object.assign(annotations, searchBracket(arm, even, i));
+        return;
+      }
       if (!even || even.state !== "crosses") return;
       const x = levelPosition(even.level);
       annotations[`break-even-${arm.id}`] = {
@@ -206,6 +210,39 @@
     return annotations;
   }
 
+  // A break-even search's answer: the bracket of neighbouring levels, settled faster below and not
+  // faster above, shaded; a dashed line where the point estimates cross 1 inside it.
+  function searchBracket(arm, even, i) {
+    const marks = {
+      [`search-bracket-${arm.id}`]: {
+        type: "box",
+        xMin: levelPosition(even.lo),
+        xMax: levelPosition(even.hi),
+        backgroundColor: "rgba(230, 159, 0, 0.10)",
+        borderColor: arm.colour,
+        borderWidth: 1,
+        label: {
+          display: true,
+          content: `break-even between ${even.lo} and ${even.hi}: ${arm.label}`,
+          position: { x: "center", y: "start" },
+          yAdjust: 4 + i * 22,
+          font: { size: 11 },
+        },
+      },
+    };
+    if (even.level !== null) {
+      marks[`break-even-${arm.id}`] = {
+        type: "line",
+        xMin: levelPosition(even.level),
+        xMax: levelPosition(even.level),
+        borderColor: arm.colour,
+        borderWidth: 2,
+        borderDash: [6, 4],
+      };
+    }
+    return marks;
+  }
+
   function bound(value, beyond) {
     return value === null ? beyond : value.toFixed(1);
   }
@@ -221,6 +258,11 @@
       if (even.state === "not settled") return `${arm.label}: not settled, no level called slower above one called faster${reason}`;
       if (even.state === "pays at every measured level") return `${arm.label}: pays at every measured level (faster at each)`;
       if (even.state === "pays at no measured level") return `${arm.label}: pays at no measured level (slower at each)`;
+      if (even.state === "bracketed") {
+        const at = even.level === null ? "" : `, where the point estimates cross 1 at about ${even.level.toFixed(1)}`;
+        return `${arm.label}: between ${even.lo} and ${even.hi} concurrent requests (the search's bracket: settled faster at ${even.lo}, not faster at ${even.hi}${at})`;
+      }
+      if (even.reason && !["not estimable", "not settled", "crosses"].includes(even.state)) return `${arm.label}: ${even.reason}`;
       if (even.state !== "crosses") return `${arm.label}: ${even.state}`;
       const lo = bound(even.lo, `below ${data.levels[0]}`);
       const hi = bound(even.hi, `above ${data.levels[data.levels.length - 1]}`);
