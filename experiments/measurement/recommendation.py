@@ -56,7 +56,9 @@ class Recommendation:
     derived: Derived | None
 
 
-def _advice(level: int, arms: Sequence[ArmCells]) -> LevelAdvice:
+def level_advice(level: int, arms: Sequence[ArmCells]) -> LevelAdvice:
+    """What to run at one level, by the rule above (also applied per band of a service's load,
+    experiments/measurement/service_bands.py)."""
     cells = [(arm.arm, arm.cells.get(level)) for arm in arms]
     faster = [
         (cell[1], arm_id)
@@ -74,7 +76,7 @@ def recommend(arms: Sequence[ArmCells], levels: Sequence[int], *, max_batch: int
     """Per level in `levels`, what to run; and, when one arm is the recommendation at some
     levels and no speculation at the others (no level undecided between them), that arm's
     schedule of k over batch sizes 1..`max_batch` (max_num_seqs, or the top level)."""
-    advice = [_advice(level, arms) for level in sorted(levels)]
+    advice = [level_advice(level, arms) for level in sorted(levels)]
     return Recommendation(advice, _derived(advice, arms, max_batch=max_batch))
 
 

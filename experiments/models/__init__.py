@@ -1,7 +1,8 @@
 """specdash tables: what an experiment asks for (definition), how its runs went (execution),
-what they measured (analysis) and what the team made of it (review). One app label,
-"experiments": every name is re-exported here, so `from experiments.models import X` works
-whichever module defines X, and the migrations do not see the split."""
+what they measured (analysis), what the team made of it (review) and what it states about a
+service (service_profile). One app label, "experiments": every name is re-exported here, so
+`from experiments.models import X` works whichever module defines X, and the migrations do
+not see the split."""
 
 from experiments.models.analysis import ExperimentAnalysis, SpeedupEstimate
 from experiments.models.definition import (
@@ -27,6 +28,7 @@ from experiments.models.execution import (
     RunSummaryQuerySet,
 )
 from experiments.models.review import Comment, Decision, DecisionEvent, DecisionEvidence, HistoryVisit
+from experiments.models.service_profile import ServiceProfile
 
 __all__ = [
     "MAX_TENSOR_PARALLEL_SIZE",
@@ -49,6 +51,7 @@ __all__ = [
     "RunQuerySet",
     "RunSummary",
     "RunSummaryQuerySet",
+    "ServiceProfile",
     "SpeedupEstimate",
     "Submission",
     "TeamQuerySet",
