@@ -6,6 +6,7 @@ from experiments.prompt_sets import views as prompt_set_views
 from experiments.results import views as results_views
 from experiments.review import decision_views
 from experiments.review import views as review_views
+from experiments.service_profiles import views as service_profile_views
 
 app_name = "experiments"
 
@@ -27,6 +28,10 @@ urlpatterns = [
     path("decisions/<int:pk>/", decision_views.decision_detail, name="decision"),
     path("decisions/<int:pk>/edit/", decision_views.decision_edit, name="decision_edit"),
     path("decisions/<int:pk>/guardrails.yaml", decision_views.decision_guardrails, name="decision_guardrails"),
+    path("service-profiles/", service_profile_views.service_profile_list, name="service_profiles"),
+    path("service-profiles/new/", service_profile_views.service_profile_new, name="service_profile_new"),
+    path("service-profiles/<int:pk>/", service_profile_views.service_profile_detail, name="service_profile"),
+    path("service-profiles/<int:pk>/edit/", service_profile_views.service_profile_edit, name="service_profile_edit"),
     re_path(
         r"^decisions/(?P<pk>[0-9]+)/(?P<action>approve|reject|withdraw|dismiss-flag)/$",
         decision_views.decision_act,

@@ -23,6 +23,7 @@ from experiments.models import (
     RequestRecord,
     Run,
     RunSummary,
+    ServiceProfile,
     SpeedupEstimate,
 )
 from workers.measure.loadgen import LoadResult, RequestResult, stream_timing
@@ -76,6 +77,21 @@ class ArmFactory(factory.django.DjangoModelFactory):
     method = Arm.Method.NGRAM
     num_speculative_tokens = 4
     params = factory.LazyFunction(lambda: {"prompt_lookup_min": 2, "prompt_lookup_max": 4})
+
+
+class ServiceProfileFactory(factory.django.DjangoModelFactory):
+    """A profile of a service on the experiments' default model and queue, at concurrency 1–4."""
+
+    class Meta:
+        model = ServiceProfile
+
+    service = factory.Sequence(lambda n: f"service-{n}")
+    team = factory.LazyFunction(teams.default_team)
+    owner = factory.SubFactory(UserFactory)
+    target_model = factory.LazyFunction(lambda: str(settings.SPECDASH_MODELS_DIR / "target"))
+    worker_queue = "cpu"
+    concurrency_low = 1
+    concurrency_high = 4
 
 
 class RunFactory(factory.django.DjangoModelFactory):

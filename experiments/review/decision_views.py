@@ -87,9 +87,9 @@ def _url_ids(request, name: str) -> list[int]:
         return []
 
 
-# What a link may prefill (the experiment page's "Propose this decision"): shown in the form,
-# judged by it only when the user submits.
-PREFILLED = ("kind", "arm", "max_concurrency", "metric", "rationale")
+# What a link may prefill (the experiment page's "Propose this decision", and a service
+# profile's, which names its service): shown in the form, judged by it only when the user submits.
+PREFILLED = ("service", "kind", "arm", "max_concurrency", "metric", "rationale")
 
 
 def _prefill(request) -> dict:

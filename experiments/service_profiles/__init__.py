@@ -1,0 +1,1 @@
+"""Service profiles: what a team states about a serving service, and what to run per concurrency band."""
