@@ -43,6 +43,9 @@ MIX_DIFFERS = 0.1
 DEPLOY = "deploy"
 DO_NOT_DEPLOY = "do_not_deploy"
 NEEDS_MORE_DATA = "needs_more_data"
+# Per SLO metric, each run's p90 in ms; and the baselines' by (experiment, level).
+RunP90s = Mapping[str, Sequence[float]]
+Baselines = Mapping[tuple[int, int], RunP90s]
 
 
 @dataclass(frozen=True)
@@ -59,7 +62,7 @@ class Cell:
     outcome: str
     speedup: float | None
     blocks: int
-    run_p90_ms: Mapping[str, Sequence[float]] = field(default_factory=dict)  # SLO metric: each run's p90
+    run_p90_ms: RunP90s = field(default_factory=dict)
     by_category: Mapping[str, float] = field(default_factory=dict)  # category: engine-timed TPOT speedup
 
 
@@ -119,7 +122,7 @@ class Proposal:
     max_concurrency: int | None = None
 
 
-def slo_breaches(run_p90_ms: Mapping[str, Sequence[float]], slos: Mapping[str, float]) -> tuple[str, ...]:
+def slo_breaches(run_p90_ms: RunP90s, slos: Mapping[str, float]) -> tuple[str, ...]:
     """The SLOs broken, each as "TPOT p90 61.2 ms > 50 ms"; a metric with no runs breaks none."""
     broken = []
     for metric, limit in slos.items():
@@ -147,30 +150,33 @@ def _judged(cell: Cell, load: Load) -> Evidence:
     return Evidence(cell, slo_breaches(cell.run_p90_ms, load.slos), mix_speedup(cell.by_category, load.mix))
 
 
-def _level(
-    level: int, cells: Sequence[Cell], load: Load, baselines: Mapping[tuple[int, int], Mapping[str, Sequence[float]]]
-) -> Level:
+def _as_arm(evidence: Evidence, level: int) -> recommendation.ArmCells:
+    """The cell as the recommendation's rule reads it: an arm that breaks an SLO here is settled
+    for this service, and not to be run."""
+    cell = evidence.cell
+    outcome = sequential.NOT_WORTH_IT if evidence.breaches else cell.outcome
+    return recommendation.ArmCells(cell.arm, cell.label, cell.k, {level: (outcome, cell.speedup)}, {})
+
+
+def _contradicting(chosen: Evidence | None, evidence: Sequence[Evidence]) -> tuple[Evidence, ...]:
+    """The cells of the chosen arm's --speculative-config at this level settled as anything but faster."""
+    if chosen is None:
+        return ()
+    settled = [e for e in evidence if e.cell.outcome in sequential.SETTLED and e.cell.outcome != sequential.FASTER]
+    return tuple(e for e in settled if e.cell.config == chosen.cell.config)
+
+
+def _level(level: int, cells: Sequence[Cell], load: Load, baselines: Baselines) -> Level:
     evidence = tuple(_judged(cell, load) for cell in cells if cell.level == level)
-    # An arm that breaks an SLO here is settled for this service: not to be run.
-    arms = [
-        recommendation.ArmCells(e.cell.arm, e.cell.label, e.cell.k, {level: (sequential.NOT_WORTH_IT if e.breaches
-                                else e.cell.outcome, e.cell.speedup)}, {})
-        for e in evidence
-    ]  # fmt: skip
-    advice = recommendation.level_advice(level, arms)
+    advice = recommendation.level_advice(level, [_as_arm(e, level) for e in evidence])
     chosen = next((e for e in evidence if e.cell.arm == advice.arm), None)
-    contradicted = tuple(
-        e for e in evidence
-        if chosen is not None and e.cell.config == chosen.cell.config and e.cell.outcome in sequential.SETTLED
-        and e.cell.outcome != sequential.FASTER
-    )  # fmt: skip
     plain = tuple(
         f"#{experiment}: {breach}"
         for (experiment, at), p90s in sorted(baselines.items())
         if at == level
         for breach in slo_breaches(p90s, load.slos)
     )
-    return Level(level, advice.word, chosen, evidence, plain, contradicted)
+    return Level(level, advice.word, chosen, evidence, plain, _contradicting(chosen, evidence))
 
 
 def _answer(level: Level) -> tuple[str, str | None]:
@@ -208,11 +214,8 @@ def _merged(pieces: Sequence[Band]) -> list[Band]:
     return bands
 
 
-def bands(
-    cells: Sequence[Cell], load: Load, baselines: Mapping[tuple[int, int], Mapping[str, Sequence[float]]]
-) -> list[Band]:
-    """The bands of the load's range, lowest first, from `cells` and the baselines' run p90s
-    ({(experiment, level): {SLO metric: each run's p90}})."""
+def bands(cells: Sequence[Cell], load: Load, baselines: Baselines) -> list[Band]:
+    """The bands of the load's range, lowest first, from `cells` and the baselines' run p90s."""
     levels = [_level(level, cells, load, baselines) for level in sorted({cell.level for cell in cells})]
     merged = _merged(_pieces(levels, load.low, load.high))
     if not load.curve:

@@ -87,7 +87,9 @@ def _run_p90s(experiments: list[Experiment], slos: dict[str, float]) -> dict[tup
     """(arm, level): each succeeded run's p90 of each SLO metric the profile sets."""
     columns = [P90_COLUMNS[metric] for metric in slos]
     found: dict[tuple[int, int], RunP90s] = defaultdict(lambda: defaultdict(list))
-    for experiment in experiments if columns else []:
+    if not columns:
+        return found
+    for experiment in experiments:
         rows = RunSummary.objects.succeeded_of(experiment).values_list("run__arm_id", "run__concurrency", *columns)
         for arm, level, *values in rows:
             for metric, value in zip(slos, values, strict=True):
