@@ -13,6 +13,7 @@ app_name = "experiments"
 urlpatterns = [
     path("", review_views.experiment_list, name="list"),
     path("experiments/new/", definition_views.experiment_create, name="create"),
+    path("experiments/new/estimate/", definition_views.experiment_estimate, name="estimate"),
     path("experiments/import/", import_views.experiment_import, name="import"),
     path("prompt-sets/", prompt_set_views.prompt_set_list, name="prompt_sets"),
     path("prompt-sets/<int:pk>/", prompt_set_views.prompt_set_detail, name="prompt_set"),

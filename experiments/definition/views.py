@@ -9,9 +9,15 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from experiments import submissions
-from experiments.definition import prefill
+from experiments.definition import cost_estimate, prefill
 from experiments.definition import services as definition
-from experiments.definition.forms import ARM_FORMSET_PREFIX, ArmFormSet, ExperimentForm, protocol_is_valid
+from experiments.definition.forms import (
+    ARM_FORMSET_PREFIX,
+    ArmFormSet,
+    BaseArmFormSet,
+    ExperimentForm,
+    protocol_is_valid,
+)
 from experiments.definition.prefill import OriginForm, RerunForm
 from experiments.execution import services as execution
 from experiments.execution import worker_queues
@@ -34,8 +40,8 @@ def _queued(request, create) -> HttpResponse:
     return submissions.redirect_once(request, write)
 
 
-@require_http_methods(["GET", "POST"])
-def experiment_create(request):
+def _protocol_forms(request) -> tuple[ExperimentForm, BaseArmFormSet]:
+    """The experiment form and its arms, bound to what the page posted (unbound on GET)."""
     arms = ArmFormSet(request.POST or None, prefix=ARM_FORMSET_PREFIX)
     form = ExperimentForm(
         request.POST or None,
@@ -44,6 +50,12 @@ def experiment_create(request):
         sweep_lengths=arms.posted_sweep_lengths() if arms.is_bound else 0,
         draft_arms=arms.posted_draft_arms() if arms.is_bound else None,
     )
+    return form, arms
+
+
+@require_http_methods(["GET", "POST"])
+def experiment_create(request):
+    form, arms = _protocol_forms(request)
     origin_form = OriginForm(request.POST or None, user=request.user)
     # Validate all, so that every error shows at once.
     valid = [protocol_is_valid(form, arms), origin_form.is_valid()]
@@ -64,6 +76,15 @@ def experiment_create(request):
         "live_queues": worker_queues.live_queues(),
     }
     return render(request, "experiments/create.html", context, status=400 if request.method == "POST" else 200)
+
+
+@require_POST
+def experiment_estimate(request):
+    """The device-minutes of the plan the experiment form holds, as a fragment the form page asks
+    for while it is edited (experiments/definition/cost_estimate.py). Nothing is saved."""
+    form, arms = _protocol_forms(request)
+    protocol_is_valid(form, arms)
+    return render(request, "experiments/partials/cost_estimate.html", cost_estimate.estimate_context(form, arms))
 
 
 @require_GET

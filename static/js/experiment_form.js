@@ -39,6 +39,7 @@
     showMethodFields(arm);
     updateAddButton();
     arm.querySelector("select").focus();
+    planChanged();
   }
 
   // Every row is unsaved, but ticking DELETE (instead of removing the row) keeps the
@@ -47,6 +48,13 @@
     arm.querySelector("input[name$='-DELETE']").checked = true;
     arm.hidden = true;
     updateAddButton();
+    planChanged();
+  }
+
+  // The cost estimate (templates/experiments/partials/cost_estimate.html) follows the form's input
+  // events; adding or removing an arm changes the plan without one.
+  function planChanged() {
+    form.dispatchEvent(new Event("input"));
   }
 
   function showWorkloadFields() {
