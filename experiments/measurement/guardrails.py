@@ -8,8 +8,7 @@ A deploy decision rests on the blocks its evidence measured for one speculative 
   lowest category's rate, so a rate below it means traffic unlike any measured category, or a
   server that is not running the measured arm;
 - at each draft position, the unconditional acceptance (accepted at the position / drafts,
-  vLLM's figure) below the lowest measured, for the same reasons. A position whose lowest is
-  0 gets no rule: nothing falls below it;
+  vLLM's figure) below the lowest measured, for the same reasons;
 - the running requests above the decision's concurrency, sustained: the decision says
   nothing about that load;
 - the running requests above the break-even concurrency, sustained, where the evidence shows
@@ -18,9 +17,10 @@ A deploy decision rests on the blocks its evidence measured for one speculative 
 
 A group is a category of the uploaded prompt set, or all the prompts where there were none.
 A block's counts pool its runs at the levels up to the decision's concurrency, which the
-decision covers. Thresholds are rounded away from firing, so that no measured block would
-have fired: rates down to 0.001, concurrencies up to 0.1. Django-free: the review reads the
-rows (experiments/review/guardrails.py).
+decision covers. A figure whose lowest is 0 gets no rule: nothing falls below it. Thresholds
+are rounded away from firing, so that no measured block would have fired: rates down to
+0.001, concurrencies up to 0.1. Django-free: the review reads the rows
+(experiments/review/guardrails.py).
 """
 
 import math
@@ -177,11 +177,17 @@ def _scoped(deployment: Deployment, metric: str, **matchers: str) -> Selector:
     return Selector(metric, (("job", deployment.service), *matchers.items()))
 
 
+def lowest(found: Sequence[Range]) -> float:
+    """A rule's threshold: the lowest of every group's range, rounded down; 0 without blocks.
+    A threshold of 0 makes no rule: nothing falls below it."""
+    return floor_to(min((r.low for r in found), default=0.0), 0.001)
+
+
 def acceptance_rule(deployment: Deployment, measured: Sequence[Measured]) -> AlertRule | None:
     found = ranges(measured, Counts.rate)
-    if not found:
+    threshold = lowest(found)
+    if threshold <= 0:
         return None
-    threshold = floor_to(min(r.low for r in found), 0.001)
     condition = RatioBelow(
         _scoped(deployment, vllm_metrics.NUM_ACCEPTED_TOKENS),
         _scoped(deployment, vllm_metrics.NUM_DRAFT_TOKENS),
@@ -203,7 +209,7 @@ def acceptance_rule(deployment: Deployment, measured: Sequence[Measured]) -> Ale
 
 def position_rule(deployment: Deployment, measured: Sequence[Measured], position: int) -> AlertRule | None:
     found = ranges(measured, lambda counts: counts.at_position(position))
-    threshold = floor_to(min((r.low for r in found), default=0.0), 0.001)
+    threshold = lowest(found)
     if threshold <= 0:
         return None
     condition = RatioBelow(

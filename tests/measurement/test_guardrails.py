@@ -77,10 +77,10 @@ def test_the_annotations_say_where_each_number_came_from():
 
 
 def test_thresholds_round_away_from_firing_on_a_measured_block():
-    # 10 / 30 = 0.3333…: down to 0.333, so that the block itself would not have fired
-    rules = _rules([_block(1, "code", Counts(10, 30, 10, (7, 2, 1)))], [BreakEven(7, "n-gram k=3", 4.01, None, None)])
+    # 20 / 30 = 0.6667: down to 0.666 (not 0.667, which the block itself would have fired at)
+    rules = _rules([_block(1, "code", Counts(10, 30, 20, (9, 7, 4)))], [BreakEven(7, "n-gram k=3", 4.01, None, None)])
 
-    assert rules["SpeculativeAcceptanceLow"].condition.threshold == 0.333
+    assert rules["SpeculativeAcceptanceLow"].condition.threshold == 0.666
     assert rules["SpeculativeConcurrencyAboveBreakEven"].condition.threshold == 4.1
 
 
@@ -95,6 +95,9 @@ def test_what_was_not_measured_gets_no_rule():
         "SpeculativeConcurrencyAboveDecision",
     ]
     assert list(_rules([], [])) == ["SpeculativeConcurrencyAboveDecision"]
+    # a block that accepted nothing: a lowest rate of 0
+    nothing = [_block(1, "code", Counts(10, 30, 0, (0, 0, 0))), *MEASURED]
+    assert "SpeculativeAcceptanceLow" not in _rules(nothing, [])
 
 
 def test_the_file_reads_back_as_the_rules_it_was_written_from():

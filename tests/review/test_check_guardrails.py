@@ -129,7 +129,7 @@ def test_a_restart_during_the_window_is_exit_2(rules_file, capsys):
     assert (code, error) == (2, f"the counters at {pages.url} went down during the window: the server restarted")
 
 
-@pytest.mark.parametrize(("url", "message"), [(None, "Connection refused"), ("localhost:8000/metrics", "unknown url")])
+@pytest.mark.parametrize(("url", "message"), [(None, "Connection refused"), ("metrics", "unknown url type")])
 def test_an_unreachable_url_is_one_line_and_exit_2(rules_file, capsys, url, message):
     url = url or _closed_url()
 
