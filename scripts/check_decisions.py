@@ -167,9 +167,10 @@ def _run_data(arm: int, level: int, block: int, tokens: np.ndarray, decode: np.n
 
 def simulate_experiment(
     rng: np.random.Generator, shape: Shape, *, gain: float, blocks: int, disturbance: str = "normal",
-    gains: Sequence[float] | None = None,
+    gains: Sequence[float] | None = None, level_gains: Sequence[Sequence[float]] | None = None,
 ) -> Experiment:  # fmt: skip
-    """One experiment with every arm in every block; the candidates gain `gain` (or `gains`, one per candidate)."""
+    """One experiment with every arm in every block; the candidates gain `gain` (or `gains`, one per
+    candidate, or `level_gains`, one per candidate and level: a speedup that depends on concurrency)."""
     forget()
     arms, levels = shape.arms, np.array(shape.levels, float)
     size = (blocks, arms, len(levels))
@@ -181,11 +182,15 @@ def simulate_experiment(
     log_run = log_run + _log_host(rng, disturbance, position, arms * len(levels))
     if disturbance == "bursts":
         log_run = log_run + np.where(rng.random(size) < 0.1, np.log1p(rng.uniform(0.05, 0.30, size)), 0.0)
-    effect = np.zeros(arms)
-    effect[2:] = -np.log1p(np.asarray(gains if gains is not None else [gain] * shape.candidates))
+    effect = np.zeros((arms, len(levels)))
+    if level_gains is not None:
+        effect[2:] = -np.log1p(np.asarray(level_gains, float))
+    else:
+        per_arm = np.asarray(gains if gains is not None else [gain] * shape.candidates, float)
+        effect[2:] = -np.log1p(per_arm)[:, None]
     factor = np.exp(log_run)[..., None]
     decode_cost = (tokens - 1) * per_token * (1 + 0.15 * np.log2(levels))[None, None, :, None]
-    decode = decode_cost * factor * np.exp(effect)[None, :, None, None]
+    decode = decode_cost * factor * np.exp(effect)[None, :, :, None]
     decode = decode * rng.lognormal(0.0, REQUEST_SD, (*size, PROMPTS))
     ttft = prefill * (1 + 0.3 * np.log2(levels))[None, None, :, None] * factor
     ttft = ttft * rng.lognormal(0.0, TTFT_SD, (*size, PROMPTS))

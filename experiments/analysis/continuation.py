@@ -101,8 +101,9 @@ def search_plans(
     search = experiment.search_range
     if search is None:
         return {}
+    lean = 1 + experiment.worthwhile_gain
     return {
-        arm: planner.plan(search, words, blocks_run=blocks_run, max_blocks=experiment.repetitions)
+        arm: planner.plan(search, words, blocks_run=blocks_run, max_blocks=experiment.repetitions, lean=lean)
         for arm, words in _words(decided).items()
     }
 

@@ -121,3 +121,15 @@ def test_a_level_faster_above_the_bracket_is_reported():
     plan = planner.plan(DOUBLING, words, blocks_run=6, max_blocks=10)
     assert plan.state == planner.FOUND
     assert plan.faster_above == (64,)
+
+
+def test_a_point_below_the_worthwhile_gain_leans_not_paying():
+    grid = DOUBLING.grid()
+    words = _words(l1=(FASTER, 1.3), l64=(OPEN, 1.03))
+    # At 1 the point 1.03 leans paying: no bracket, nothing placed.
+    assert planner.next_level(grid, words) is None
+    # Leaning at 1.07 it does not: ln c = ln 64 · ln(1.3 / 1.07) / ln(1.3 / 1.03) = 4.159 · 0.1947 / 0.2328
+    # = 3.478 (c = 32.4), index 5, inside the safeguard's 1.5-4.5? No: capped at 4.5, and of 16 and 32,
+    # equally near, the lower.
+    assert planner.next_level(grid, words, lean=1.07) == 16
+    assert planner.plan(DOUBLING, words, blocks_run=1, max_blocks=10, lean=1.07).added == 16
