@@ -80,7 +80,8 @@ class Run(models.Model):
         "this mean acceptance length. Such a run is not a measurement of the arm.",
     )
     # Device time (experiments/analysis/device_time.py): the seconds its vLLM server took from launch
-    # to answering /health, on the first run of each server session; null on the others.
+    # to answering /health, on the first run of each server session; null on the others. A run claimed
+    # again after its server died carries both servers' starts (execution.services.run_claim).
     server_start_s = models.FloatField(
         null=True, blank=True, help_text="Seconds its server took to start, on the first run a server ran."
     )
