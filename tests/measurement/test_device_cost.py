@@ -36,7 +36,7 @@ def test_a_run_under_a_request_rate_lasts_at_least_its_arrivals():
 
 
 def test_a_median_of_records_or_the_default_with_none():
-    assert device_cost.median_or([30.0, 10.0, 20.0], 300.0) == Median(20.0, 3)
+    assert device_cost.median_or([90.0, 10.0, 20.0], 300.0) == Median(20.0, 3)  # the mean would be 40
     assert device_cost.median_or([], 300.0) == Median(300.0, 0)
     assert not Median(300.0, 0).recorded
 
