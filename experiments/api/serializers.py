@@ -235,6 +235,62 @@ class QuestionCellSerializer(serializers.Serializer):
     why = serializers.CharField()
 
 
+class SearchLevelSerializer(serializers.Serializer):
+    level = serializers.IntegerField()
+    entered = serializers.IntegerField(help_text="The block the search first ran this level in.")
+    outcome = serializers.CharField()
+    figure = serializers.CharField()
+    blocks = serializers.IntegerField()
+
+
+class SearchConfirmationSerializer(serializers.Serializer):
+    arm_id = serializers.IntegerField()
+    arm = serializers.CharField()
+    config = serializers.CharField(help_text="The --speculative-config it ran: the derived batch-size schedule of k.")
+    levels = SearchLevelSerializer(many=True)
+    verdict = serializers.CharField(help_text="confirmed, refuted or not settled.")
+
+
+class SearchArmSerializer(serializers.Serializer):
+    arm_id = serializers.IntegerField()
+    arm = serializers.CharField()
+    state = serializers.CharField(
+        help_text="found, pays across the range, pays nowhere in the range, searching or narrowed."
+    )
+    sentence = serializers.CharField()
+    below = serializers.IntegerField(allow_null=True, help_text="The highest level settled faster below `above`.")
+    above = serializers.IntegerField(allow_null=True, help_text="The first level settled not faster.")
+    crossing = serializers.FloatField(allow_null=True, help_text="Where the points cross 1 between them.")
+    faster_above = serializers.ListField(child=serializers.IntegerField())
+    levels = SearchLevelSerializer(many=True)
+    confirmation = SearchConfirmationSerializer(allow_null=True)
+
+
+class SearchDeviceSerializer(serializers.Serializer):
+    minutes = serializers.FloatField()
+    start_minutes = serializers.FloatField()
+    load_minutes = serializers.FloatField()
+    search_minutes = serializers.FloatField()
+    confirmation_minutes = serializers.FloatField()
+    sessions = serializers.IntegerField()
+    runs = serializers.IntegerField()
+    fixed_runs = serializers.IntegerField()
+    fixed_minutes = serializers.FloatField(help_text="About what a fixed grid of the same resolution would spend.")
+    saved_minutes = serializers.FloatField()
+    mean_start_s = serializers.FloatField()
+    mean_run_s = serializers.FloatField()
+
+
+class SearchSerializer(serializers.Serializer):
+    low = serializers.IntegerField()
+    high = serializers.IntegerField()
+    resolution = serializers.FloatField()
+    grid = serializers.ListField(child=serializers.IntegerField())
+    family_size = serializers.IntegerField()
+    arms = SearchArmSerializer(many=True)
+    device = SearchDeviceSerializer(allow_null=True)
+
+
 class QuestionSerializer(serializers.Serializer):
     metric = serializers.CharField()
     metric_label = serializers.CharField()
@@ -245,11 +301,19 @@ class QuestionSerializer(serializers.Serializer):
     blocks_run = serializers.IntegerField()
     device_minutes = serializers.FloatField()
     budget = serializers.FloatField(allow_null=True)
-    stop = serializers.CharField(help_text="settled, maximum, budget or fixed.")
+    stop = serializers.CharField(help_text="settled, searched, maximum, budget or fixed.")
     stop_sentence = serializers.CharField()
     cells = QuestionCellSerializer(many=True)
     replicate_cells = QuestionCellSerializer(many=True)
-    open = serializers.ListField(child=serializers.CharField())
+    confirmation_cells = QuestionCellSerializer(
+        many=True, required=False, help_text="A break-even search's confirmation arms: a family of their own."
+    )
+    search = SearchSerializer(
+        allow_null=True, required=False, help_text="A break-even search's answer; null for listed levels."
+    )
+    open = serializers.ListField(
+        child=serializers.CharField(), help_text="Cells still open, each with about how much more would settle it."
+    )
 
 
 BreakEvenSerializer = _numbers(
