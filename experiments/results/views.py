@@ -12,7 +12,7 @@ from django.views.decorators.http import require_GET
 from experiments.analysis import acceptance_sweep
 from experiments.models import Experiment
 from experiments.results import block as results
-from experiments.results import exports, recommendation, selectors, step_profiles
+from experiments.results import exports, recommendation, search_recommendation, selectors, step_profiles
 
 
 def _style_hash(style: str) -> str:
@@ -54,7 +54,7 @@ def experiment_detail(request, pk: int):
         "results_data": block.chart_data() if block else None,
         **_sweep_context(experiment),
         **step_profiles.page_context(experiment=experiment, results=block),
-        **recommendation.page_context(experiment=experiment, question=block.question if block else {}),
+        **_recommendation(experiment, block.question if block else {}),
         # Re-runs and clones may have gone to another team: shown only to those who see it.
         "origin": Experiment.objects.visible_to(request.user).filter(pk=experiment.origin_id).first()
         if experiment.origin_id
@@ -64,6 +64,13 @@ def experiment_detail(request, pk: int):
         **_progress_context(experiment),
     }
     return render(request, "experiments/detail.html", context)
+
+
+def _recommendation(experiment: Experiment, question: dict) -> dict:
+    """What to deploy: from a break-even search's answer, or from the question's cells per level."""
+    if question.get("search"):
+        return search_recommendation.page_context(experiment=experiment, question=question)
+    return recommendation.page_context(experiment=experiment, question=question)
 
 
 @require_GET

@@ -2,9 +2,12 @@
 experiments/lifecycle.experiment_block_add) and what the page says of it
 (experiments/analysis/search.py), on recorded runs with known speedups."""
 
+import re
 from datetime import timedelta
+from urllib.parse import parse_qs, urlparse
 
 import pytest
+from django.urls import reverse
 from django.utils import timezone
 
 from experiments import lifecycle
@@ -137,9 +140,7 @@ def test_the_search_finds_the_break_even_then_confirms_the_derived_schedule():
 def test_the_page_states_the_bracket_the_crossing_and_the_confirmation():
     experiment, baseline, arm = _search()
     _run_search(experiment, baseline, arm)
-    Experiment.objects.filter(id=experiment.id).update(status=Experiment.Status.FINISHED, finished_at=timezone.now())
-    experiment.refresh_from_db()
-    analysis = experiment_analyse(experiment=experiment)
+    analysis = _finished(experiment).analysis
 
     summary = analysis.series["question"]["search"]
     assert summary["grid"] == [1, 2, 4, 8, 16]
@@ -173,3 +174,52 @@ def test_confirmation_verdict_words():
     assert search.confirmation_verdict(["not worth it", "equivalent"]) == "refuted"
     assert search.confirmation_verdict(["faster", "open"]) == "not settled"
     assert search.confirmation_verdict([]) == "not settled"
+
+
+def _proposal(page: str) -> dict[str, list[str]]:
+    """The decision form's prefill in the page's "Propose this as a decision" link."""
+    href = re.search(r'id="recommendation-propose" href="([^"]+)"', page)[1].replace("&amp;", "&")
+    return parse_qs(urlparse(href).query)
+
+
+def _finished(experiment: Experiment) -> Experiment:
+    Experiment.objects.filter(id=experiment.id).update(status=Experiment.Status.FINISHED, finished_at=timezone.now())
+    experiment.refresh_from_db()
+    experiment_analyse(experiment=experiment)
+    return experiment
+
+
+def test_the_page_recommends_per_band_and_proposes_the_confirmed_schedule(client):
+    experiment, baseline, arm = _search()
+    _run_search(experiment, baseline, arm)
+    experiment = _finished(experiment)
+    client.force_login(experiment.owner)
+    page = client.get(reverse("experiments:detail", args=[experiment.id])).content.decode()
+
+    assert "pays up to 8" in page
+    assert 'id="recommendation-bands"' in page
+    assert "run draft k=4" in page
+    assert "no speculation: plain decoding" in page
+    assert "Derived and confirmed:" in page
+    assert "num_speculative_tokens_per_batch_size&quot;: [[1, 11, 4], [12, 16, 0]]" in page
+    confirmation = experiment.arms.get(confirms=arm)
+    link = parse_qs(
+        urlparse(re.search(r'id="recommendation-propose" href="([^"]+)"', page)[1].replace("&amp;", "&")).query
+    )
+    assert link["kind"] == ["deploy"]
+    assert link["arm"] == [str(confirmation.id)]
+    assert link["max_concurrency"] == ["16"]
+    assert link["experiments"] == [str(experiment.id)]
+
+
+def test_without_a_confirmation_the_arm_itself_is_proposed_up_to_its_break_even(client):
+    experiment, baseline, arm = _search()
+    _run_search(experiment, baseline, arm, vllm="0.31.2")
+    experiment = _finished(experiment)
+    client.force_login(experiment.owner)
+    page = client.get(reverse("experiments:detail", args=[experiment.id])).content.decode()
+    link = parse_qs(
+        urlparse(re.search(r'id="recommendation-propose" href="([^"]+)"', page)[1].replace("&amp;", "&")).query
+    )
+    assert (link["kind"], link["arm"], link["max_concurrency"]) == (["deploy"], [str(arm.id)], ["8"])
+    assert "Derived and confirmed" not in page
