@@ -102,6 +102,13 @@ def test_a_field_the_estimate_needs_is_named_until_it_is_valid(logged_in_client)
     assert "The estimate needs a valid Prompts per level." in html
 
 
+def test_a_post_without_the_arms_management_form_names_what_is_missing(logged_in_client):
+    response = logged_in_client.post(URL, {"concurrency_levels": "1, 4"})
+    assert response.status_code == 200
+    missing = "Worker queue, Blocks (at most), Warm-up requests, Prompts per level, Output length (max_tokens)"
+    assert f"The estimate needs a valid {missing}." in response.text
+
+
 def test_the_estimate_saves_nothing(logged_in_client, bounds):
     _estimate(logged_in_client, submission_key="a" * 32)
     assert not Experiment.objects.exists()
