@@ -13,7 +13,9 @@ from tests.factories import UserFactory, form_data
 
 pytestmark = pytest.mark.django_db
 
-SEARCH = {"concurrency_levels": "", "search_low": "1", "search_high": "8", "search_resolution": "2", "num_prompts": "32"}
+SEARCH = {
+    "concurrency_levels": "", "search_low": "1", "search_high": "8", "search_resolution": "2", "num_prompts": "32",
+}  # fmt: skip
 
 
 def test_a_range_becomes_a_search_measuring_its_ends_first():
