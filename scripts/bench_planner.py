@@ -187,13 +187,13 @@ def _score(tally: Tally, plan: Plan, grid: list[int], truth: Callable[[float], f
 
 
 def scenario_rows(rng: np.random.Generator, n: int, search: planner.SearchRange, costs: tuple[float, float],
-                  disturbance: str = "normal") -> None:  # fmt: skip
+                  disturbance: str = "normal", max_blocks: int = 10) -> None:  # fmt: skip
     grid = list(search.grid())
     shape = Shape("search", 1, tuple(grid))
-    design = design_of()
+    design = design_of(max_blocks)
     print(f"\n## {search.low}-{search.high} at resolution {search.resolution:g}: grid {grid}, family "
-          f"{search.family_size}; {n} experiments per row, {disturbance} host, start {costs[0]:g} and run "
-          f"{costs[1]:g} device-minutes")  # fmt: skip
+          f"{search.family_size}; {n} experiments per row, {disturbance} host, at most {max_blocks} blocks, start "
+          f"{costs[0]:g} and run {costs[1]:g} device-minutes")  # fmt: skip
     head = f"{'dev-min':>8} {'blocks':>6} {'levels':>6} {'found':>7} {'right':>7} {'false':>7} {'per found':>9}"
     print(f"{'scenario':>24} {'rule':>20} {head} {'saved':>6}")
     for name, truth in SCENARIOS.items():
@@ -212,20 +212,21 @@ def scenario_rows(rng: np.random.Generator, n: int, search: planner.SearchRange,
             print(f"{name if rule == 'adaptive' else '':>24} {rule:>20} {tally.line()} {saved:>5.2f}×")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--experiments", type=int, default=100, help="simulated experiments per row")
     parser.add_argument("--seed", type=int, default=20261203)
     parser.add_argument("--start-minutes", type=float, default=3.0, help="device-minutes of one server start")
     parser.add_argument("--run-minutes", type=float, default=1.0, help="device-minutes of one run")
     parser.add_argument("--disturbance", default="normal", help="a host disturbance of scripts/check_decisions.py")
-    args = parser.parse_args()
+    parser.add_argument("--max-blocks", type=int, default=10, help="the design's most blocks (the form's default 10)")
+    args = parser.parse_args(argv)
     rng = np.random.default_rng(args.seed)
     costs = (args.start_minutes, args.run_minutes)
     began = time.monotonic()
     with memoised():
         for search in (planner.SearchRange(1, 64, 2.0), planner.SearchRange(1, 64, 1.41)):
-            scenario_rows(rng, args.experiments, search, costs, args.disturbance)
+            scenario_rows(rng, args.experiments, search, costs, args.disturbance, args.max_blocks)
     print(f"\n{time.monotonic() - began:.0f} s; seed {args.seed}")
 
 

@@ -47,10 +47,10 @@ def _run(arm: Arm, block: int, level: int, tpot: float, *, vllm: str = "0.32.0")
 
 
 def _search(**fields) -> tuple[Experiment, Arm, Arm]:
+    search = {"search_low": 1, "search_high": 16, "search_resolution": 2.0}
     experiment = ExperimentFactory(
         concurrency_levels=[1, 16], repetitions=8, status=Experiment.Status.RUNNING, sequential=True,
-        search_low=1, search_high=16, search_resolution=2.0, started_at=timezone.now() - timedelta(minutes=30),
-        **fields,
+        started_at=timezone.now() - timedelta(minutes=30), **search | fields,
     )  # fmt: skip
     baseline = ArmFactory(experiment=experiment, baseline=True, position=0)
     arm = ArmFactory(
