@@ -9,6 +9,7 @@ from experiments.analysis import continuation, device_time
 from experiments.measurement import planner, question, sequential, stats, verdicts
 from experiments.models import Arm, Experiment
 
+BRACKETED = "bracketed"  # the chart's break-even state for a found search: between two settled levels
 STATE_SENTENCE = {
     planner.FOUND: "pays up to {below}: settled faster at {below}, not faster at {above}, its neighbour on the grid",
     planner.PAYS_EVERYWHERE: "pays across the range: settled faster at its highest level, {high}",
@@ -139,7 +140,7 @@ def break_even(arm: dict) -> dict:
     """The search's answer as the chart's break-even for the primary metric (static/js): the
     bracket and the crossing inside it, or where the range holds none."""
     if arm["state"] == planner.FOUND:
-        return {"state": "bracketed", "level": arm["crossing"], "lo": arm["below"], "hi": arm["above"]}
+        return {"state": BRACKETED, "level": arm["crossing"], "lo": arm["below"], "hi": arm["above"]}
     return {"state": arm["state"], "level": None, "lo": arm["below"], "hi": arm["above"], "reason": arm["sentence"]}
 
 

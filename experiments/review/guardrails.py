@@ -5,9 +5,10 @@ where the prompt set has categories, else from the runs' vLLM counters; and the 
 concurrency each experiment's stored analysis found for the decision's metric.
 experiments/measurement/guardrails.py turns them into the rules file."""
 
+import math
 from collections import defaultdict
 
-from experiments.analysis import breakdowns
+from experiments.analysis import breakdowns, search
 from experiments.measurement import guardrails, stats
 from experiments.measurement.guardrails import BreakEven, Counts, Deployment, Measured
 from experiments.models import Arm, Decision, ExperimentAnalysis, RequestRecord, RunSummary
@@ -101,15 +102,22 @@ def _measured(arms: list[Arm], limit: int) -> list[Measured]:
 
 
 def _break_evens(arms: list[Arm], metric: str) -> list[BreakEven]:
-    """Where each experiment's stored analysis found the arm's speedup fall to 1."""
+    """Where each experiment's stored analysis found the arm's speedup fall to 1: the crossing of
+    its intervals, or a break-even search's bracket (experiments/analysis/search.py), at the
+    crossing of its points inside it, or the bracket's geometric middle where they give none."""
     experiment_of = {arm.id: arm.experiment_id for arm in arms}
     found = []
     analyses = ExperimentAnalysis.objects.filter(experiment__in=set(experiment_of.values()))
     for analysis in analyses.order_by("experiment_id"):
         for row in analysis.verdicts:
             even = row["break_even"]
-            if row["arm_id"] in experiment_of and row["metric"] == metric and even["state"] == stats.CROSSES:
-                found.append(BreakEven(experiment_of[row["arm_id"]], row["arm"], even["level"], even["lo"], even["hi"]))
+            if row["arm_id"] not in experiment_of or row["metric"] != metric:
+                continue
+            level = even["level"]
+            if even["state"] == search.BRACKETED and level is None:
+                level = math.sqrt(even["lo"] * even["hi"])
+            if even["state"] in (stats.CROSSES, search.BRACKETED):
+                found.append(BreakEven(experiment_of[row["arm_id"]], row["arm"], level, even["lo"], even["hi"]))
     return found
 
 

@@ -120,3 +120,22 @@ def test_the_rules_need_a_login_and_another_teams_decision_is_a_404(user, by_cat
     assert logged_out.url.startswith(reverse("login"))
     assert other_team.status_code == 404
     assert b"chat" not in other_team.content
+
+
+@pytest.mark.parametrize(("level", "threshold"), [(13.52, 13.6), (None, 11.4)])  # sqrt(8 · 16) = 11.31
+def test_a_break_even_search_s_bracket_becomes_the_break_even_rule(user, level, threshold):
+    evidence = seed_finished_experiment(owner=user)
+    arm = evidence.arms.get(label="n-gram k=4")
+    analysis = evidence.analysis
+    bracket = {"state": "bracketed", "level": level, "lo": 8, "hi": 16}
+    analysis.verdicts = [
+        row | {"break_even": bracket} if row["arm_id"] == arm.id and row["metric"] == "server_tpot" else row
+        for row in analysis.verdicts
+    ]
+    analysis.save()
+    decision = _decision(user, evidence, label="n-gram k=4", max_concurrency=4)
+
+    rules = {rule.alert: rule for rule in alert_rules.read_rules(_download(client_of(user), decision).content.decode())}
+
+    assert rules["SpeculativeConcurrencyAboveBreakEven"].condition.threshold == threshold
+    assert "between 8.0 and 16.0" in rules["SpeculativeConcurrencyAboveBreakEven"].annotations["source"]
