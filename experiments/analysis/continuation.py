@@ -181,6 +181,18 @@ def vllm_runs_schedules(experiment: Experiment) -> bool:
     return bool(versions) and all(batch_schedule.supported(version) for version in versions)
 
 
+def derived_schedule(experiment: Experiment, arm: Arm, search: planner.ArmSearch) -> list[batch_schedule.Band] | None:
+    """The batch-size schedule of k a found break-even gives the arm (batch_schedule.derive: k up
+    to the geometric mean of the bracket's levels, 0 above, up to max_num_seqs or the range's
+    top), or None when its search found none."""
+    below, above = search.settled.below, search.settled.above
+    if search.state != planner.FOUND or below is None or above is None:
+        return None
+    outcomes = {below: sequential.FASTER, above: sequential.NOT_WORTH_IT}
+    max_batch = max(experiment.max_num_seqs or 0, experiment.search_high or 0)
+    return batch_schedule.derive(outcomes, k=arm.num_speculative_tokens or 1, max_batch=max_batch)
+
+
 def confirmations_due(
     experiment: Experiment, searches: Mapping[int, planner.ArmSearch], blocks_run: int
 ) -> tuple[Confirmation, ...]:
@@ -193,12 +205,8 @@ def confirmations_due(
     due = []
     for arm in experiment.arms.filter(id__in=searches).exclude(id__in=confirmed):
         search = searches[arm.id]
-        if search.state != planner.FOUND or search.settled.below is None or search.settled.above is None:
-            continue
-        outcomes = {search.settled.below: sequential.FASTER, search.settled.above: sequential.NOT_WORTH_IT}
-        max_batch = max(experiment.max_num_seqs or 0, experiment.search_high or 0)
-        schedule = batch_schedule.derive(outcomes, k=arm.num_speculative_tokens or 1, max_batch=max_batch)
-        if schedule is not None:
+        schedule = derived_schedule(experiment, arm, search)
+        if schedule is not None and search.settled.below is not None and search.settled.above is not None:
             due.append(Confirmation(arm.id, schedule, frozenset({search.settled.below, search.settled.above})))
     return tuple(due)
 

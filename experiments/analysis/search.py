@@ -6,7 +6,7 @@ confirmation arm that ran the derived schedule."""
 import json
 
 from experiments.analysis import continuation, device_time
-from experiments.measurement import planner, question, sequential, stats, verdicts
+from experiments.measurement import batch_schedule, planner, question, sequential, stats, verdicts
 from experiments.models import Arm, Experiment
 
 BRACKETED = "bracketed"  # the chart's break-even state for a found search: between two settled levels
@@ -71,6 +71,23 @@ def _confirmation(arm: Arm, decided: dict[question.CellKey, question.Decision], 
     }
 
 
+def _unconfirmed(experiment: Experiment, arm: Arm, search: planner.ArmSearch, confirming: Arm | None) -> dict:
+    """For a found break-even that no confirmation arm ran: the derived --speculative-config,
+    labelled derived, and why it was not run."""
+    schedule = None if confirming else continuation.derived_schedule(experiment, arm, search)
+    if schedule is None:
+        return {"derived": None, "unconfirmed_because": ""}
+    versions = sorted(set(experiment.runs.values_list("environment__vllm_version", flat=True)) - {None, ""})
+    because = (
+        f"the worker's vLLM ({', '.join(versions) or 'version not recorded'}) does not take "
+        "num_speculative_tokens_per_batch_size (0.32 on)"
+        if not continuation.vllm_runs_schedules(experiment)
+        else f"fewer than {sequential.FIRST_LOOK} blocks were left for its looks when the break-even was found"
+    )
+    config = {**(arm.speculative_config() or {}), batch_schedule.KEY: batch_schedule.stored(schedule)}
+    return {"derived": json.dumps(config, sort_keys=True), "unconfirmed_because": because}
+
+
 def confirmation_verdict(outcomes: list[str]) -> str:
     """A confirmation's word from its cells' outcomes, lowest level first: refuted when it is
     slower anywhere or settled not faster at the lowest level (where the schedule drafts k);
@@ -94,6 +111,7 @@ def search_summary(
         return None
     by_key = decided.by_key()
     confirmations = {arm.confirms_id: arm for arm in experiment.arms.exclude(confirms=None)}
+    searched = experiment.arms.in_bulk(list(step.searches))
     arms = []
     for arm_id, arm_search in step.searches.items():
         point = crossing(arm_search, by_key, arm_id)
@@ -104,6 +122,7 @@ def search_summary(
             "above": arm_search.settled.above, "crossing": point, "faster_above": list(arm_search.faster_above),
             "levels": _levels(arm_id, by_key, entered),
             "confirmation": _confirmation(confirming, by_key, entered) if confirming else None,
+            **_unconfirmed(experiment, searched[arm_id], arm_search, confirming),
         })  # fmt: skip
     return {
         "low": search.low, "high": search.high, "resolution": search.resolution, "grid": list(search.grid()),

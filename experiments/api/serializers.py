@@ -264,6 +264,11 @@ class SearchArmSerializer(serializers.Serializer):
     faster_above = serializers.ListField(child=serializers.IntegerField())
     levels = SearchLevelSerializer(many=True)
     confirmation = SearchConfirmationSerializer(allow_null=True)
+    derived = serializers.CharField(
+        allow_null=True, required=False,
+        help_text="A found break-even's derived --speculative-config that no confirmation arm ran; null otherwise.",
+    )  # fmt: skip
+    unconfirmed_because = serializers.CharField(required=False, help_text="Why no confirmation arm ran it.")
 
 
 class SearchDeviceSerializer(serializers.Serializer):

@@ -61,6 +61,9 @@ def page_context(*, experiment: Experiment, question: dict) -> dict:
             "bands": _bands(search, best, search["arms"]),
             "confirmation": best.get("confirmation") if best else None,
             "confirmed": confirmed is not None,
+            "derived": {"arm": best["arm"], "config": best["derived"], "because": best["unconfirmed_because"]}
+            if best and best.get("derived")
+            else None,
             "propose_url": reverse("experiments:decision_new") + "?" + urlencode(
                 _proposal(experiment, search, best, arms, confirmed), doseq=True
             ),
@@ -88,6 +91,8 @@ def _proposal(
     elif best is not None:
         upto = search["high"] if best["state"] == planner.PAYS_EVERYWHERE else best["below"]
         fields |= {"kind": "deploy", "arm": best["arm_id"], "max_concurrency": upto}
+        if best.get("derived"):
+            rationale += f" Derived, to confirm as an arm first: --speculative-config '{best['derived']}'."
     elif search["arms"] and all(arm["state"] == planner.PAYS_NOWHERE for arm in search["arms"]):
         fields["kind"] = "do_not_deploy"
     else:

@@ -2,6 +2,7 @@
 experiments/lifecycle.experiment_block_add) and what the page says of it
 (experiments/analysis/search.py), on recorded runs with known speedups."""
 
+import json
 import re
 from datetime import timedelta
 from urllib.parse import parse_qs, urlparse
@@ -223,3 +224,17 @@ def test_without_a_confirmation_the_arm_itself_is_proposed_up_to_its_break_even(
     )
     assert (link["kind"], link["arm"], link["max_concurrency"]) == (["deploy"], [str(arm.id)], ["8"])
     assert "Derived and confirmed" not in page
+
+
+def test_a_break_even_no_confirmation_could_run_shows_the_derived_config_and_why(client):
+    experiment, baseline, arm = _search()
+    _run_search(experiment, baseline, arm, vllm="0.31.2")
+    experiment = _finished(experiment)
+    (searched,) = experiment.analysis.series["question"]["search"]["arms"]
+    assert json.loads(searched["derived"])[batch_schedule.KEY] == [[1, 11, 4], [12, 16, 0]]
+    assert searched["unconfirmed_because"].startswith("the worker's vLLM (0.31.2) does not take")
+    client.force_login(experiment.owner)
+    page = client.get(reverse("experiments:detail", args=[experiment.id])).content.decode()
+    assert "Derived, not measured:" in page
+    assert "does not take num_speculative_tokens_per_batch_size" in page
+    assert "Derived, to confirm as an arm first" in _proposal(page)["rationale"][0]
