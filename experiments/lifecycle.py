@@ -50,11 +50,15 @@ def _run_or_log(step, experiment: Experiment) -> None:
 @transaction.atomic
 def experiment_block_add(*, experiment: Experiment) -> bool:
     """Once an experiment's queued runs are done: queue its next block when its design says
-    to (experiments/analysis/continuation.py). False when no block is added: it can finish.
-    The row is locked, so that a cancellation at the same moment wins or waits."""
-    status = Experiment.objects.select_for_update().values_list("status", flat=True).get(id=experiment.id)
+    to (experiments/analysis/continuation.py), under the budget as it stands now. False when no
+    block is added: it can finish. The row is locked, so that a cancellation at the same moment
+    wins or waits."""
+    status, budget = (
+        Experiment.objects.select_for_update().values_list("status", "max_device_minutes").get(id=experiment.id)
+    )
     if status not in Experiment.ACTIVE_STATUSES or experiment.runs.open().exists():
         return False
+    experiment.max_device_minutes = budget  # its owner may have changed it since the worker read the row
     decided = primary.primary_decisions(experiment, load_runs(experiment), final=False)
     step = continuation.next_step(experiment, decided)
     if step.block is None:

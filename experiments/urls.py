@@ -23,6 +23,7 @@ urlpatterns = [
     path("experiments/<int:pk>/rerun/", definition_views.experiment_rerun, name="rerun"),
     path("experiments/<int:pk>/clone/", definition_views.experiment_clone, name="clone"),
     path("experiments/<int:pk>/cancel/", definition_views.experiment_cancel, name="cancel"),
+    path("experiments/<int:pk>/budget/", definition_views.experiment_budget, name="budget"),
     path("experiments/<int:pk>/comments/", review_views.comment_add, name="comment"),
     path("decisions/", decision_views.decision_list, name="decisions"),
     path("decisions/new/", decision_views.decision_new, name="decision_new"),

@@ -834,6 +834,13 @@ class ExperimentForm(TeamForm):
         return {name: self.cleaned_data[name] for name in [*self.fields, "prompt_set_hash"]}
 
 
+class BudgetForm(forms.Form):
+    """A running experiment's device-minute budget, changed by its owner: the experiment form's
+    field and rule (empty: no budget, blocks only)."""
+
+    max_device_minutes = ExperimentForm.declared_fields["max_device_minutes"]
+
+
 class ArmForm(forms.Form):
     """One speculative arm. Only the fields its method uses end up in the ArmSpec."""
 

@@ -15,6 +15,7 @@ from experiments.definition.forms import (
     ARM_FORMSET_PREFIX,
     ArmFormSet,
     BaseArmFormSet,
+    BudgetForm,
     ExperimentForm,
     protocol_is_valid,
 )
@@ -136,6 +137,30 @@ def experiment_rerun(request, pk: int):
         "sweep_cpu_only_queues": selectors.sweep_cpu_only_queues(experiment=origin),
     }
     return render(request, "experiments/rerun.html", context, status=400 if form.errors or protocol_errors else 200)
+
+
+@require_POST
+def experiment_budget(request, pk: int):
+    """Change a queued or running experiment's device-minute budget: its owner or staff only.
+    It applies from the next block the worker decides on."""
+    experiment = selectors.experiment_for_user(user=request.user, pk=pk)
+    if request.user != experiment.owner and not request.user.is_staff:
+        raise PermissionDenied("Only the experiment's owner (or staff) may change its budget.")
+    form = BudgetForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"Budget not changed: {' '.join(form.errors['max_device_minutes'])}")
+        return redirect("experiments:detail", pk=experiment.pk)
+    minutes = form.cleaned_data["max_device_minutes"]
+    try:
+        execution.experiment_budget_set(experiment=experiment, minutes=minutes)
+    except IllegalTransition:
+        messages.error(
+            request, f"The experiment is {experiment.get_status_display().lower()}: no block is left to budget."
+        )
+    else:
+        said = "no budget (blocks only)" if minutes is None else f"{minutes:g} device-minutes"
+        messages.success(request, f"Budget set to {said}: it applies from the next block the worker decides on.")
+    return redirect("experiments:detail", pk=experiment.pk)
 
 
 @require_POST

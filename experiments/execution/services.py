@@ -68,6 +68,17 @@ def experiment_cancel(*, experiment: Experiment, by) -> None:
     experiment_record_environment(experiment=experiment)
 
 
+def experiment_budget_set(*, experiment: Experiment, minutes: float | None) -> None:
+    """Change a queued or running experiment's device-minute budget (None: blocks only). The
+    worker reads it before deciding each next block (experiments/lifecycle.py), so a raised
+    budget lets a design that would have stopped go on, a lowered one stops it sooner."""
+    locked = Experiment.objects.select_for_update().get(id=experiment.id)
+    if locked.status not in Experiment.ACTIVE_STATUSES:
+        raise IllegalTransition(f"Experiment is {locked.status}: its budget no longer decides anything.")
+    experiment.max_device_minutes = minutes
+    experiment.save(update_fields=["max_device_minutes"])
+
+
 def experiment_record_environment(*, experiment: Experiment) -> None:
     """Copy the vLLM version(s) and hardware its runs recorded onto the experiment, so that
     the history filters on them without reading every run's snapshot."""

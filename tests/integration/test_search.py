@@ -6,8 +6,9 @@ One small search: the baseline and the demo draft model at k = 10 over concurren
 resolution 2 (grid 1, 2, 4, 8, 16). On the 2-core host the draft at k = 10 is about 2× faster at
 1 and slower at 16 (each of its verification steps carries 11 tokens per request, which a CPU
 pays for at a high batch), so after block 1 the points bracket the break-even and the search
-places a level inside the range for block 2, on the servers block 2 starts anyway. The budget is
-set once block 1's cost is known, so that on any host speed block 2 fits and a third would not:
+places a level inside the range for block 2, on the servers block 2 starts anyway. The owner sets
+the budget once block 1's cost is known (the page's Budget form; the worker reads it before each
+next block), so that on any host speed block 2 fits and a third would not:
 the experiment stops on its budget after two blocks, before any look, and its page says what it
 measured, what is still open and what would settle it, what it spent against a fixed grid, and
 what to deploy (undecided: propose that more data is needed).
@@ -25,6 +26,7 @@ from django.urls import reverse
 from experiments.analysis import device_time
 from experiments.definition import services as definition
 from experiments.definition.services import ArmSpec
+from experiments.execution import services as execution
 from experiments.models import Arm, Experiment, ExperimentAnalysis, Run
 from experiments.prompt_sets.services import prompt_set_upload
 from experiments.prompts.catalog import get_prompt_set
@@ -78,8 +80,9 @@ def test_a_search_adds_a_level_stops_on_its_budget_and_says_what_to_do(celery_wo
     assert set(experiment.runs.values_list("concurrency", flat=True)) == LEVELS_ENDS
 
     _wait_for_block(experiment.id, 2, timeout_s=900)
+    # As its owner would on the page (the Budget form): set once block 1's cost is known.
     block_one = device_time.device_minutes(experiment)
-    Experiment.objects.filter(id=experiment.id).update(max_device_minutes=round(BUDGET_BLOCKS * block_one, 2))
+    execution.experiment_budget_set(experiment=experiment, minutes=round(BUDGET_BLOCKS * block_one, 2))
     experiment = wait_for_experiment(experiment.id, timeout_s=900)
 
     assert experiment.status == Experiment.Status.FINISHED, list(experiment.runs.values_list("error", flat=True))

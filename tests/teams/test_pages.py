@@ -18,6 +18,7 @@ EXPERIMENT_PAGES = [
     ("post", "experiments:rerun"),
     ("get", "experiments:clone"),
     ("post", "experiments:cancel"),
+    ("post", "experiments:budget"),
     ("post", "experiments:comment"),
     ("get", "experiments:summaries_csv"),
     ("get", "experiments:summaries_json"),
