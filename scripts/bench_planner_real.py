@@ -16,7 +16,6 @@ and chat turns (4 × the range's top level are measured per run, none sent twice
 """
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -35,25 +34,9 @@ from experiments.definition import services as definition  # noqa: E402
 from experiments.definition.services import ArmSpec  # noqa: E402
 from experiments.measurement import planner, stats  # noqa: E402
 from experiments.models import Arm, Experiment  # noqa: E402
-from experiments.prompt_sets.services import prompt_set_upload  # noqa: E402
-from experiments.prompts.catalog import get_prompt_set  # noqa: E402
-from experiments.prompts.uploads import prompt_file_read  # noqa: E402
+from experiments.prompt_sets.services import prompt_set_from_builtin  # noqa: E402
 
 PROMPTS_PER_LEVEL = 4
-
-
-def _prompt_set(owner, count: int):
-    prompts = [
-        *get_prompt_set("code_edit").prompts,
-        *get_prompt_set("chat").prompts,
-        *get_prompt_set("summarise").prompts,
-    ]
-    if len(prompts) < count:
-        raise SystemExit(f"the built-in sets hold {len(prompts)} prompts; a range up to {count // 4} needs {count}")
-    data = "\n".join(json.dumps({"prompt": prompt}) for prompt in prompts[:count]).encode()
-    parsed = prompt_file_read("bench-search.jsonl", data)
-    return prompt_set_upload(owner=owner, name="bench-search", file_name="bench-search.jsonl", size_bytes=len(data),
-                             parsed=parsed)  # fmt: skip
 
 
 def _submit(owner, args, *, search: bool) -> Experiment:
@@ -63,7 +46,9 @@ def _submit(owner, args, *, search: bool) -> Experiment:
         "name": f"bench: {'search' if search else 'fixed grid'} 1-{args.high} at {args.resolution:g}, draft k={args.k}",
         "target_model": str(models / "target"), "worker_queue": args.queue, "dtype": "float32", "max_model_len": 512,
         "workload_kind": Experiment.WorkloadKind.UPLOADED,
-        "uploaded_prompt_set": _prompt_set(owner, PROMPTS_PER_LEVEL * args.high + 2),
+        "uploaded_prompt_set": prompt_set_from_builtin(
+            owner=owner, name="bench-search", count=PROMPTS_PER_LEVEL * args.high + 2
+        ),
         "num_prompts": PROMPTS_PER_LEVEL * args.high, "max_tokens": args.max_tokens, "ignore_eos": True,
         "temperature": 0.0, "warmup_requests": 2, "repetitions": args.max_blocks, "sequential": True,
         "server_per_block": True, "aa_replicate": False, "seed": args.seed,

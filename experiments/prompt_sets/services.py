@@ -1,6 +1,7 @@
 """Uploaded prompt sets: storing a version (the one write) and what the pages and the
 experiment form read. Files are read and checked by experiments/prompts/uploads.py."""
 
+import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
@@ -11,7 +12,7 @@ from experiments import teams
 from experiments.analysis.breakdowns import bucket_order, length_bucket
 from experiments.models import Experiment, RequestRecord, Run, UploadedPromptSet
 from experiments.prompts import catalog
-from experiments.prompts.uploads import PromptFile
+from experiments.prompts.uploads import PromptFile, prompt_file_read
 
 
 @transaction.atomic
@@ -40,6 +41,21 @@ def prompt_set_upload(
         categories=parsed.categories,
         length_histogram=parsed.length_histogram(),
     )
+
+
+BUILTIN_SETS = ("code_edit", "chat", "summarise")
+
+
+def prompt_set_from_builtin(*, owner, name: str, count: int) -> UploadedPromptSet:
+    """An uploaded set of the first `count` prompts of the built-in sets, in turn (code edits,
+    chat turns, summaries): enough distinct prompts for concurrency levels one built-in set cannot
+    hold (each holds about 40, and a run sends none twice), stored as any upload is."""
+    prompts = [prompt for set_name in BUILTIN_SETS for prompt in catalog.get_prompt_set(set_name).prompts]
+    if count > len(prompts):
+        raise ValueError(f"the built-in sets hold {len(prompts)} prompts, not {count}")
+    data = "\n".join(json.dumps({"prompt": prompt}) for prompt in prompts[:count]).encode()
+    parsed = prompt_file_read(f"{name}.jsonl", data)
+    return prompt_set_upload(owner=owner, name=name, file_name=f"{name}.jsonl", size_bytes=len(data), parsed=parsed)
 
 
 def prompt_sets_latest(*, user) -> QuerySet[UploadedPromptSet]:

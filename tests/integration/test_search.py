@@ -3,7 +3,8 @@ vLLM CPU servers on the demo models (experiments/measurement/planner.py,
 experiments/analysis/continuation.py, workers/runner.py).
 
 One small search: the baseline and the demo draft model at k = 10 over concurrency 1 to 16 at
-resolution 2 (grid 1, 2, 4, 8, 16). On the 2-core host the draft at k = 10 is about 2× faster at
+resolution 2 (grid 1, 2, 4, 8, 16), on 66 distinct prompts (4 × 16 measured and 2 warm-up, none
+sent twice in a run) uploaded from the built-in sets. On the 2-core host the draft at k = 10 is about 2× faster at
 1 and slower at 16 (each of its verification steps carries 11 tokens per request, which a CPU
 pays for at a high batch), so after block 1 the points bracket the break-even and the search
 places a level inside the range for block 2, on the servers block 2 starts anyway. The owner sets
@@ -14,7 +15,6 @@ measured, what is still open and what would settle it, what it spent against a f
 what to deploy (undecided: propose that more data is needed).
 """
 
-import json
 import time
 
 import pytest
@@ -28,9 +28,7 @@ from experiments.definition import services as definition
 from experiments.definition.services import ArmSpec
 from experiments.execution import services as execution
 from experiments.models import Arm, Experiment, ExperimentAnalysis, Run
-from experiments.prompt_sets.services import prompt_set_upload
-from experiments.prompts.catalog import get_prompt_set
-from experiments.prompts.uploads import prompt_file_read
+from experiments.prompt_sets.services import prompt_set_from_builtin
 from tests.factories import experiment_fields
 from tests.worker_fixtures import wait_for_experiment
 
@@ -42,17 +40,6 @@ MODELS_BUILT = pytest.mark.skipif(
 )
 LEVELS_ENDS = {1, 16}
 BUDGET_BLOCKS = 2.6  # the budget, in block-1 costs: block 2 fits (2 ≤ 2.6), a third does not (about 3.2)
-
-
-def _prompt_set(owner):
-    """66 distinct prompts (4 × 16 measured and 2 warm-up, none sent twice in a run): the built-in
-    code edits and chat turns, one uploaded set."""
-    prompts = [*get_prompt_set("code_edit").prompts, *get_prompt_set("chat").prompts][:66]
-    data = "\n".join(json.dumps({"prompt": prompt}) for prompt in prompts).encode()
-    return prompt_set_upload(
-        owner=owner, name="search", file_name="search.jsonl", size_bytes=len(data),
-        parsed=prompt_file_read("search.jsonl", data),
-    )  # fmt: skip
 
 
 def _wait_for_block(experiment_id: int, block: int, *, timeout_s: float) -> None:
@@ -70,8 +57,9 @@ def _wait_for_block(experiment_id: int, block: int, *, timeout_s: float) -> None
 def test_a_search_adds_a_level_stops_on_its_budget_and_says_what_to_do(celery_worker_process):
     owner = get_user_model().objects.create_user(username="searcher", password="pw-for-tests")
     draft = ArmSpec(method=Arm.Method.DRAFT_MODEL, num_speculative_tokens=10, params={"model": str(DRAFT)})
+    prompts = prompt_set_from_builtin(owner=owner, name="search", count=66)
     fields = experiment_fields(
-        name="search on vllm", workload_kind="uploaded", uploaded_prompt_set=_prompt_set(owner), num_prompts=64,
+        name="search on vllm", workload_kind="uploaded", uploaded_prompt_set=prompts, num_prompts=64,
         max_tokens=16, ignore_eos=True, temperature=0.0, warmup_requests=2, concurrency_levels=sorted(LEVELS_ENDS),
         search_low=1, search_high=16, search_resolution=2.0, repetitions=6, sequential=True, aa_replicate=False,
     )  # fmt: skip

@@ -5,9 +5,12 @@ from django.core.management.base import BaseCommand, CommandError
 from experiments.definition import services as definition
 from experiments.definition.services import ArmSpec
 from experiments.models import Arm, Experiment
+from experiments.prompt_sets.services import prompt_set_from_builtin
 from experiments.prompts.catalog import prompt_set_hash
 
 DEMO_NAME = "Demo: n-gram and draft model against plain decoding (tiny CPU models)"
+SEARCH_DEMO_NAME = "Demo search: up to which concurrency does the draft model at k=10 pay? (tiny CPU models)"
+SEARCH_HIGH = 16
 
 
 def demo_fields() -> dict:
@@ -59,6 +62,44 @@ def demo_arms() -> list[ArmSpec]:
     ]
 
 
+def search_demo_fields(owner) -> dict:
+    """The break-even search a newcomer can run on the demo pair: the draft model at k = 10 over
+    concurrency 1 to 16 at resolution 2, within 30 device-minutes. On a 2-core CPU host it pays at
+    low concurrency and not at 16 (each verification step carries 11 tokens per request, which a
+    CPU pays for at a high batch), so the search finds a break-even and confirms the derived
+    schedule. Its prompts: 66 of the built-in sets' (4 × 16 measured and 2 warm-up, none sent twice
+    in a run), uploaded as one set."""
+    fields = demo_fields() | {
+        "name": SEARCH_DEMO_NAME,
+        "description": "Submitted by ./dev manage submit_demo --search on the demo models the project builds itself. "
+        "Its question: up to which concurrency does the draft model at k=10 pay in engine-timed TPOT, between 1 and "
+        "16 concurrent requests, within a factor of 2, within 30 device-minutes? The search measures 1 and 16, then "
+        "places levels where the points say the speedup crosses 1, and confirms the schedule of k it derives.",
+        "workload_kind": Experiment.WorkloadKind.UPLOADED,
+        "prompt_set": "",
+        "prompt_set_hash": "",
+        "uploaded_prompt_set": prompt_set_from_builtin(owner=owner, name="demo-search", count=4 * SEARCH_HIGH + 2),
+        "num_prompts": 4 * SEARCH_HIGH,
+        "max_tokens": 16,
+        "ignore_eos": True,
+        "concurrency_levels": [1, SEARCH_HIGH],
+        "search_low": 1,
+        "search_high": SEARCH_HIGH,
+        "search_resolution": 2.0,
+        "repetitions": 10,
+        "max_device_minutes": 30.0,
+        "aa_replicate": False,
+        "draft_calibration": False,
+        "profile_intervals": False,
+    }
+    return fields
+
+
+def search_demo_arms() -> list[ArmSpec]:
+    draft = str(settings.SPECDASH_MODELS_DIR / "draft")
+    return [ArmSpec(method=Arm.Method.DRAFT_MODEL, num_speculative_tokens=10, params={"model": draft})]
+
+
 class Command(BaseCommand):
     help = (
         "Submit the demo experiment (baseline, its A/A replicate, n-gram k=4, draft model k=4 and the draft "
@@ -69,14 +110,22 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--owner", required=True, help="username of the experiment's owner")
         parser.add_argument("--force", action="store_true", help="submit another demo even if one exists")
+        parser.add_argument(
+            "--search", action="store_true",
+            help="submit the break-even search demo instead: up to which concurrency does the draft model pay?",
+        )  # fmt: skip
 
-    def handle(self, *, owner, force, **options):
+    def handle(self, *, owner, force, search, **options):
         user = get_user_model().objects.filter(username=owner).first()
         if user is None:
             raise CommandError(f"No user named {owner!r}.")
-        existing = Experiment.objects.filter(name=DEMO_NAME).first()
+        name = SEARCH_DEMO_NAME if search else DEMO_NAME
+        existing = Experiment.objects.filter(name=name).first()
         if existing and not force:
             self.stdout.write(f"The demo experiment exists already (#{existing.id}, {existing.status}).")
             return
-        experiment = definition.experiment_create(owner=user, arms=demo_arms(), **demo_fields())
+        if search:
+            experiment = definition.experiment_create(owner=user, arms=search_demo_arms(), **search_demo_fields(user))
+        else:
+            experiment = definition.experiment_create(owner=user, arms=demo_arms(), **demo_fields())
         self.stdout.write(f"Submitted the demo experiment #{experiment.id} to the cpu queue.")
