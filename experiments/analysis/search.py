@@ -10,6 +10,7 @@ from experiments.measurement import batch_schedule, planner, question, sequentia
 from experiments.models import Arm, Experiment
 
 BRACKETED = "bracketed"  # the chart's break-even state for a found search: between two settled levels
+CONFIRMATION = "confirmation"  # a confirmation arm's: it measures a derived schedule, not a break-even
 STATE_SENTENCE = {
     planner.FOUND: "pays up to {below}: settled faster at {below}, not faster at {above}, its neighbour on the grid",
     planner.PAYS_EVERYWHERE: "pays across the range: settled faster at its highest level, {high}",
@@ -166,10 +167,20 @@ def break_even(arm: dict) -> dict:
 def with_search_break_evens(verdict_rows: list[dict], summary: dict | None, metric: str) -> list[dict]:
     """The verdict rows, the primary metric's break-even of each searched arm replaced by its
     search's answer: the bracket of settled words, not a crossing of intervals between levels
-    the search placed for another purpose."""
+    the search placed for another purpose; a confirmation arm's says what it measures instead."""
     if summary is None:
         return verdict_rows
     answers = {arm["arm_id"]: break_even(arm) for arm in summary["arms"]}
+    for arm in summary["arms"]:
+        if arm["confirmation"]:
+            reason = f"it runs the schedule derived from {arm['arm']}'s break-even, at its bracket's two levels"
+            answers[arm["confirmation"]["arm_id"]] = {
+                "state": CONFIRMATION,
+                "level": None,
+                "lo": None,
+                "hi": None,
+                "reason": reason,
+            }
     return [
         row | {"break_even": answers[row["arm_id"]]} if row["metric"] == metric and row["arm_id"] in answers else row
         for row in verdict_rows

@@ -68,6 +68,7 @@ def experiment_cancel(*, experiment: Experiment, by) -> None:
     experiment_record_environment(experiment=experiment)
 
 
+@transaction.atomic
 def experiment_budget_set(*, experiment: Experiment, minutes: float | None) -> None:
     """Change a queued or running experiment's device-minute budget (None: blocks only). The
     worker reads it before deciding each next block (experiments/lifecycle.py), so a raised

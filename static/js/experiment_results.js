@@ -251,6 +251,12 @@
     const parts = speculative.map((arm) => {
       const even = breakEven(arm, metric);
       if (!even) return `${arm.label}: not estimable`;
+      // A break-even search's answer (experiments/analysis/search.py): its bracket, or where the range holds none.
+      if (even.state === "bracketed") {
+        const at = even.level === null ? "" : `, where the point estimates cross 1 at about ${even.level.toFixed(1)}`;
+        return `${arm.label}: between ${even.lo} and ${even.hi} concurrent requests (the search's bracket: settled faster at ${even.lo}, not faster at ${even.hi}${at})`;
+      }
+      if (even.reason && !["not estimable", "not settled", "crosses"].includes(even.state)) return `${arm.label}: ${even.reason}`;
       // An analysis stored before the states needed intervals has no reason: its state as it was.
       if (!("reason" in even) && even.state !== "crosses") return `${arm.label}: ${even.state}`;
       const reason = even.reason ? ` (${even.reason})` : "";
@@ -258,11 +264,6 @@
       if (even.state === "not settled") return `${arm.label}: not settled, no level called slower above one called faster${reason}`;
       if (even.state === "pays at every measured level") return `${arm.label}: pays at every measured level (faster at each)`;
       if (even.state === "pays at no measured level") return `${arm.label}: pays at no measured level (slower at each)`;
-      if (even.state === "bracketed") {
-        const at = even.level === null ? "" : `, where the point estimates cross 1 at about ${even.level.toFixed(1)}`;
-        return `${arm.label}: between ${even.lo} and ${even.hi} concurrent requests (the search's bracket: settled faster at ${even.lo}, not faster at ${even.hi}${at})`;
-      }
-      if (even.reason && !["not estimable", "not settled", "crosses"].includes(even.state)) return `${arm.label}: ${even.reason}`;
       if (even.state !== "crosses") return `${arm.label}: ${even.state}`;
       const lo = bound(even.lo, `below ${data.levels[0]}`);
       const hi = bound(even.hi, `above ${data.levels[data.levels.length - 1]}`);

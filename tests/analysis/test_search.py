@@ -158,6 +158,11 @@ def test_the_page_states_the_bracket_the_crossing_and_the_confirmation():
     # The chart's break-even for the primary metric is the search's bracket.
     (row,) = [v for v in analysis.verdicts if v["arm_id"] == arm.id and v["metric"] == "server_tpot"]
     assert row["break_even"] == {"state": "bracketed", "level": searched["crossing"], "lo": 8, "hi": 16}
+    # The confirmation arm measures a schedule, not a break-even: its row says so.
+    confirmation = searched["confirmation"]["arm_id"]
+    (row,) = [v for v in analysis.verdicts if v["arm_id"] == confirmation and v["metric"] == "server_tpot"]
+    assert row["break_even"]["state"] == "confirmation"
+    assert "derived from draft k=4's break-even" in row["break_even"]["reason"]
 
 
 def test_no_confirmation_where_the_worker_s_vllm_cannot_run_a_schedule():
