@@ -34,11 +34,12 @@ def _bands(search: dict, best: dict | None, arms: list[dict]) -> list[dict]:
         return [{"low": search["low"], "high": search["high"], "word": "undecided", "arm": ""}]
     if best["state"] == planner.PAYS_EVERYWHERE:
         return [{"low": search["low"], "high": search["high"], "word": "run arm", "arm": best["arm"]}]
-    return [
+    bands = [
         {"low": search["low"], "high": best["below"], "word": "run arm", "arm": best["arm"]},
         {"low": best["below"] + 1, "high": best["above"] - 1, "word": "break-even", "arm": best["arm"]},
         {"low": best["above"], "high": search["high"], "word": "no speculation", "arm": ""},
     ]
+    return [band for band in bands if band["low"] <= band["high"]]  # neighbours 1 and 2 leave nothing between
 
 
 def _confirmed(best: dict | None, arms: dict[int, Arm]) -> Arm | None:

@@ -243,3 +243,17 @@ def test_a_break_even_no_confirmation_could_run_shows_the_derived_config_and_why
     assert "Derived, not measured:" in page
     assert "does not take num_speculative_tokens_per_batch_size" in page
     assert "Derived, to confirm as an arm first" in _proposal(page)["rationale"][0]
+
+
+def test_bands_between_neighbouring_whole_levels_leave_no_empty_band():
+    from experiments.results.search_recommendation import _bands
+
+    search = {"low": 1, "high": 8}
+    found = {"state": planner.FOUND, "below": 1, "above": 2, "arm": "a", "arm_id": 1}
+    assert [(band["low"], band["high"], band["word"]) for band in _bands(search, found, [found])] == [
+        (1, 1, "run arm"), (2, 8, "no speculation"),
+    ]  # fmt: skip
+    nowhere = {"state": planner.PAYS_NOWHERE, "below": None, "above": 1, "arm": "a", "arm_id": 1}
+    assert [band["word"] for band in _bands(search, None, [nowhere])] == ["no speculation"]
+    searching = {"state": planner.SEARCHING, "below": None, "above": None, "arm": "a", "arm_id": 1}
+    assert [band["word"] for band in _bands(search, None, [nowhere, searching])] == ["undecided"]
