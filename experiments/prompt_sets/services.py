@@ -47,13 +47,13 @@ BUILTIN_SETS = ("code_edit", "chat", "summarise")
 
 
 def prompt_set_from_builtin(*, owner, name: str, count: int) -> UploadedPromptSet:
-    """An uploaded set of the first `count` prompts of the built-in sets, in turn (code edits,
-    chat turns, summaries): enough distinct prompts for concurrency levels one built-in set cannot
-    hold (each holds about 40, and a run sends none twice), stored as any upload is."""
-    prompts = [prompt for set_name in BUILTIN_SETS for prompt in catalog.get_prompt_set(set_name).prompts]
-    if count > len(prompts):
-        raise ValueError(f"the built-in sets hold {len(prompts)} prompts, not {count}")
-    data = "\n".join(json.dumps({"prompt": prompt}) for prompt in prompts[:count]).encode()
+    """An uploaded set of `count` distinct prompts made from the built-in sets' (code edits, chat
+    turns, summaries, in turn; past their number, each again with "Request n:" in front): enough
+    for concurrency levels one built-in set cannot hold (each holds about 40, and a run sends none
+    twice), stored as any upload is."""
+    base = [prompt for set_name in BUILTIN_SETS for prompt in catalog.get_prompt_set(set_name).prompts]
+    prompts = [base[i] if i < len(base) else f"Request {i // len(base)}: {base[i % len(base)]}" for i in range(count)]
+    data = "\n".join(json.dumps({"prompt": prompt}) for prompt in prompts).encode()
     parsed = prompt_file_read(f"{name}.jsonl", data)
     return prompt_set_upload(owner=owner, name=name, file_name=f"{name}.jsonl", size_bytes=len(data), parsed=parsed)
 
