@@ -23,14 +23,13 @@ from django.db.models import Sum
 from django.test import Client
 from django.urls import reverse
 
-from experiments.analysis import acceptance_sweep, device_time, primary
-from experiments.analysis.services import load_runs
+from experiments.analysis import acceptance_sweep, device_time
 from experiments.definition import services as definition
 from experiments.definition.services import ArmSpec
 from experiments.execution import worker_queues
 from experiments.measurement import prediction
 from experiments.measurement.token_ids import unpack_token_ids
-from experiments.measurement.verdicts import FASTER, SLOWER
+from experiments.measurement.verdicts import FASTER, MIN_BLOCKS, SLOWER
 from experiments.models import (
     Arm,
     EnvironmentSnapshot,
@@ -44,6 +43,7 @@ from experiments.models import (
 from experiments.prompts.catalog import prompt_set_hash
 from tests.factories import experiment_fields
 from tests.worker_fixtures import shared_rows, wait_for_experiment
+from workers.runner import server_pid_dir
 from workers.server import synthetic_acceptance
 from workers.server.affinity import plan_binding
 
@@ -89,9 +89,13 @@ def test_server_that_cannot_start_fails_its_runs_with_the_log_tail(celery_worker
     for run in runs:
         assert run.status == Run.Status.FAILED
         assert "did not start" in run.error
-        assert "Last lines of its log" in run.error
+        assert "exited with code" in run.error
+        # The end of vLLM's own log, which names the model it could not load.
+        assert "no-such-model" in run.error.partition("Last lines of its log")[2]
     assert "received experiment" in celery_worker_process.read_text()
     assert str(missing) not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    # The worker drops a server's pid record once every process of its group has ended.
+    assert not list(server_pid_dir(runs[0].worker_name).glob("*.pid"))
 
 
 def _check_schedule_was_followed(experiment: Experiment) -> None:
@@ -129,64 +133,33 @@ def _replicate_calls(experiment: Experiment) -> list[str]:
     return [f"{s.outcome} at {s.concurrency}: {s.block_ratios}" for s in rows if s.outcome in (FASTER, SLOWER)]
 
 
-def _check_blocks_were_added_as_decided(experiment: Experiment) -> None:
-    """A sequential experiment through the real worker: after block 3 it ran block 4 exactly
-    when the question's rule, replayed over the first three blocks, left a primary cell open,
-    for the baseline, the replicate and the open arms only, after block 3 had ended; and the
-    page's question says how many blocks it took and why it stopped."""
-    runs = load_runs(experiment)
-    after_three = primary.primary_decisions(experiment, [r for r in runs if r.block <= 3], final=False)
-    blocks_run = max(run.block for run in runs)
-    question = ExperimentAnalysis.objects.get(experiment=experiment).series["question"]
-    assert question["blocks_run"] == blocks_run
-    if not after_three.unsettled:
-        assert blocks_run == 3
-        assert question["stop"] == "settled"
-        return
-    assert blocks_run == 4
-    added = experiment.runs.filter(repetition=4)
-    expected = {"baseline", "baseline replicate (A/A)"} | {
-        experiment.arms.get(id=arm).label for arm in after_three.open_arms()
-    }
-    assert {run.arm.label for run in added} == expected
-    third_ended = max(experiment.runs.filter(repetition=3).values_list("finished_at", flat=True))
-    assert all(run.started_at > third_ended for run in added)
-    assert question["stop"] in ("settled", "maximum")
-    assert all(cell["outcome"] != "open" for cell in question["cells"])
-
-
 @MODELS_BUILT
 @pytest.mark.django_db(transaction=True)
 def test_an_aa_replicate_is_not_called_different_from_the_baseline(celery_worker_process, owner):
-    """Baseline, an identical replicate and an n-gram arm, blocks added until settled (at most 4):
-    the replicate must not be called different from the baseline, the block order must be
-    recorded and differ between blocks, and block 4 must run exactly when the question's rule
-    leaves a primary cell open after block 3 (the margins are set tiny, so that the n-gram
-    arm's cell is open unless its effect is large and steady).
+    """The baseline and an identical replicate in three blocks, a server per block and arm: the
+    replicate must not be called different from the baseline, and the block order must be
+    recorded and differ between blocks. Three blocks are the fewest that give a verdict
+    (verdicts.MIN_BLOCKS), so this is the smallest experiment in which a replicate can be called
+    different: six server starts.
 
     The replicate's family is tested at 5 %, so a call is answered with a second, independent
     experiment (another seed): a design that is biased (one arm systematically first on a warm
     host, say) fails both, while noise fails both in only 0.25 % of test runs.
     """
     fields = _fields(
-        repetitions=4, sequential=True, aa_replicate=True, concurrency_levels=[2], num_prompts=8, max_tokens=24,
-        equivalence_margin=0.001, worthwhile_gain=0.001,
-    )  # fmt: skip
-    ngram = ArmSpec(
-        method=Arm.Method.NGRAM, num_speculative_tokens=2, params={"prompt_lookup_min": 2, "prompt_lookup_max": 3}
+        repetitions=MIN_BLOCKS, sequential=True, aa_replicate=True, concurrency_levels=[2], num_prompts=8, max_tokens=24
     )
     calls = []
     for seed in (1, 2):
-        experiment = definition.experiment_create(owner=owner, arms=[ngram], **fields | {"seed": seed})
-        experiment = wait_for_experiment(experiment.id, timeout_s=1500)
+        experiment = definition.experiment_create(owner=owner, arms=[], **fields | {"seed": seed})
+        experiment = wait_for_experiment(experiment.id, timeout_s=900)
         assert experiment.status == Experiment.Status.FINISHED
         _check_schedule_was_followed(experiment)
-        _check_blocks_were_added_as_decided(experiment)
         orders = [
             list(
                 experiment.runs.filter(repetition=block).order_by("block_position").values_list("arm__label", flat=True)
             )
-            for block in (1, 2, 3)
+            for block in range(1, MIN_BLOCKS + 1)
         ]
         assert len({tuple(order) for order in orders}) > 1, orders  # seeds 1 and 2 draw different orders
         analysis = ExperimentAnalysis.objects.get(experiment=experiment)

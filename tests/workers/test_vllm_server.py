@@ -17,7 +17,6 @@ from workers.server import gpu_memory, vllm_server
 from workers.server.vllm_server import ServerStartError, VllmServer, build_server_args, free_port
 
 REPO = Path(__file__).resolve().parents[2]
-VLLM_PYTHON = REPO / ".venv-vllm" / "bin" / "python"
 NGRAM = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2, "prompt_lookup_max": 5}
 
 
@@ -474,23 +473,6 @@ def test_sigterm_to_the_owner_stops_the_server(tmp_path):
     finally:
         proc.kill()
     assert _group_gone(pgid)
-
-
-@pytest.mark.integration
-@pytest.mark.skipif(not VLLM_PYTHON.exists(), reason="needs the vLLM virtual environment")
-def test_real_vllm_with_a_bad_model_path(tmp_path):
-    args = build_server_args(
-        python=str(VLLM_PYTHON), model=str(tmp_path / "no-such-model"), port=free_port(range(18770, 18780)),
-        dtype="float32", max_model_len=256, seed=0, speculative_config=None,
-    )  # fmt: skip
-    server = VllmServer(args, log_path=tmp_path / "vllm.log", start_timeout_s=300)
-    server.start()
-    pgid = server.pid
-    with pytest.raises(ServerStartError) as caught:
-        server.wait_healthy()
-    assert "exited with code" in caught.value.message
-    assert "no-such-model" in caught.value.log_tail
-    assert _group_gone(pgid)  # the engine's processes too, not only the API server
 
 
 def _sleeper(*marker: str) -> subprocess.Popen:
