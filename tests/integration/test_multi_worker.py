@@ -6,12 +6,13 @@ demo target.
   few hundred tokens (SPECDASH_CPU_KVCACHE_GIB);
 - `pool` is a queue two workers listen on: b, which also serves its own `hostB`, and c.
 
-Five small experiments are submitted at once: two on `hostA`, three on `pool` through the API.
+Four small experiments are submitted at once: two on `hostA`, two on `pool` through the API.
 Each vLLM server start costs most of a minute on a CPU host, so these are also the experiments
 that need a run of their own: on `hostA` the capacity experiment (more concurrent long outputs
 than its KV cache holds), then one that is cancelled in the middle of a run; on `pool` an
-uploaded prompt set with categories, a chat set on the chat endpoint and a synthetic workload
-of two input lengths. Beside them, on a stack of its own, scripts/fault_injection.py plays its
+uploaded set of chat messages with categories, on the chat endpoint (one experiment for both:
+the uploaded set's breakdown and the chat stream), and a synthetic workload of two input
+lengths. Beside them, on a stack of its own, scripts/fault_injection.py plays its
 fast scenarios. Side by side on a small host they slow one another, which none of the
 assertions here depends on (the experiments whose figures are judged, the A/A replicate and
 the calibration, run alone: tests/integration/test_execution.py). One test checks how the
@@ -115,11 +116,10 @@ class Fleet:
     owner: object
     nodes: tuple[str, str, str]
     capacity: Experiment
-    uploaded: Experiment
     chat: Experiment
     lengths: Experiment
     cancelled: Cancelled
-    uploaded_set: object
+    chat_set: object
     faults: Faults
     logs: dict[str, str]
     commands: list[str]
@@ -128,19 +128,13 @@ class Fleet:
 
     @property
     def finished(self) -> list[Experiment]:
-        return [self.capacity, self.uploaded, self.chat, self.lengths]
+        return [self.capacity, self.chat, self.lengths]
 
 
 def _uploaded_set(owner, name: str, lines: list[dict]):
     data = "\n".join(json.dumps(line) for line in lines).encode()
     parsed = prompt_file_read("e", data)
     return prompt_set_upload(owner=owner, name=name, file_name=f"{name}.jsonl", size_bytes=len(data), parsed=parsed)
-
-
-def _categorised_set(owner):
-    prompts = get_prompt_set("code_edit").prompts[:8]
-    lines = [{"prompt": prompt, "category": "short" if len(prompt.split()) < 21 else "long"} for prompt in prompts]
-    return _uploaded_set(owner, "edits", lines)
 
 
 def _chat_set(owner):
@@ -247,7 +241,6 @@ def _run_fleet() -> Fleet:
     # Tasks an interrupted earlier session left on these queues name experiments of its database.
     redis.Redis.from_url(settings.CELERY_BROKER_URL).delete(*QUEUES)
     owner = UserFactory(username="fleet")
-    uploaded_set = _categorised_set(owner)
     chat_set = _chat_set(owner)
     with _faults_played() as faults:
         with celery_workers(WORKERS) as workers:
@@ -260,13 +253,10 @@ def _run_fleet() -> Fleet:
                 # numerics. The breakdown's TPOT is the engine's, which a stream that reached the
                 # client merged cannot zero.
                 submit_through_api(
-                    owner, name="uploaded on vllm", workload_kind="uploaded", uploaded_prompt_set=uploaded_set.pk,
-                    num_prompts=6, worker_queue="pool", ignore_eos=True, max_tokens=32,
-                    arms=[{"method": "draft_model", "num_speculative_tokens": 2, "model": str(DRAFT)}],
-                ),
-                submit_through_api(
                     owner, name="chat on vllm", workload_kind="uploaded", endpoint="chat",
                     uploaded_prompt_set=chat_set.pk, num_prompts=4, input_lengths="23-27", worker_queue="pool",
+                    ignore_eos=True, max_tokens=32,
+                    arms=[{"method": "draft_model", "num_speculative_tokens": 2, "model": str(DRAFT)}],
                 ),
                 submit_through_api(
                     owner, name="two lengths on vllm", workload_kind="synthetic", prompt_set="",
@@ -286,7 +276,7 @@ def _run_fleet() -> Fleet:
         running_after = _processes()
         played = faults()
     nodes = tuple(worker.node for worker in workers)
-    return Fleet(owner, nodes, *done, cancelled, uploaded_set, played, logs, commands, running_after, wall_s)
+    return Fleet(owner, nodes, *done, cancelled, chat_set, played, logs, commands, running_after, wall_s)
 
 
 @pytest.fixture(scope="module")
@@ -323,7 +313,7 @@ def _span(experiment: Experiment) -> tuple:
 def test_workers_take_their_queues_run_each_experiment_whole_and_share_a_queue_fairly(fleet, client):
     a, b, c = fleet.nodes
     done = fleet.finished
-    assert [e.status for e in done] == [Experiment.Status.FINISHED] * 4, [e.runs.first().error for e in done]
+    assert [e.status for e in done] == [Experiment.Status.FINISHED] * 3, [e.runs.first().error for e in done]
 
     for experiment in done:
         _assert_executed_once(experiment)
@@ -333,9 +323,8 @@ def test_workers_take_their_queues_run_each_experiment_whole_and_share_a_queue_f
     assert all(len(names) == 1 for names in workers_of.values()), workers_of  # never split
     assert workers_of[fleet.capacity.id] == {a}
     assert set(fleet.cancelled.experiment.runs.exclude(worker_name="").values_list("worker_name", flat=True)) == {a}
-    pooled = [fleet.uploaded, fleet.chat]
+    pooled = [fleet.chat, fleet.lengths]
     assert workers_of[pooled[0].id] | workers_of[pooled[1].id] == {b, c}  # one each
-    assert workers_of[fleet.lengths.id] <= {b, c}
 
     (first_start, first_end), (second_start, second_end) = (_span(e) for e in pooled)
     # Neither waited for the other to finish.
@@ -349,7 +338,7 @@ def test_workers_take_their_queues_run_each_experiment_whole_and_share_a_queue_f
     assert not [node for node in (a, b, c) if f"-n {node}" in fleet.running_after]
     assert not [command for command in fleet.commands if command in fleet.running_after]
     overlap_s = min(first_end, second_end) - max(first_start, second_start)
-    print(f"5 experiments on 3 workers: {fleet.wall_s:.0f} s from submission to the last one finished")
+    print(f"4 experiments on 3 workers: {fleet.wall_s:.0f} s from submission to the last one finished")
     print(f"the two first pooled experiments overlapped for {overlap_s.total_seconds():.0f} s")
 
 
@@ -385,27 +374,24 @@ def test_a_run_with_a_small_kv_cache_preempts_and_records_it(fleet, client):
 
 
 def test_an_uploaded_set_runs_and_is_broken_down_by_category(fleet):
-    """An uploaded prompt set with categories, on the completions endpoint: the runs send its
-    prompts, and the analysis breaks speedup and acceptance down by category."""
-    experiment = fleet.uploaded
+    """An uploaded prompt set with categories: the runs send its prompts, and the analysis
+    breaks speedup and acceptance down by category."""
+    experiment = fleet.chat
     assert experiment.status == Experiment.Status.FINISHED
-    assert experiment.prompt_set_hash == fleet.uploaded_set.sha256
+    assert experiment.prompt_set_hash == fleet.chat_set.sha256
     rows = RequestRecord.objects.filter(run__experiment=experiment)
-    assert sorted(set(rows.values_list("prompt_index", flat=True))) == list(range(1, 7))
+    assert sorted(set(rows.values_list("prompt_index", flat=True))) == list(range(1, 5))
     groups = experiment.analysis.series["by_category"]
-    # Prompts 1-6 of the set: 2 and 4 are short (19 words), the others long.
-    assert [(group["group"], group["prompts"]) for group in groups] == [("long", 4), ("short", 2)]
     assert all(group["acceptance"] for group in groups), groups
-    assert [cell["outcome"] for group in groups for cell in group["cells"]] == ["too few blocks"] * 2, groups
+    assert [cell["outcome"] for group in groups for cell in group["cells"]] == ["too few blocks"] * 3, groups
     results = token_client(fleet.owner).get(reverse("api:experiment-results", args=[experiment.pk])).json()
     assert results["series"]["by_category"] == groups
 
 
 def test_a_chat_set_runs_through_the_chat_endpoint(fleet):
-    """A JSONL set of chat messages with categories, run through /v1/chat/completions on the
-    demo target (which gets specdash's plain chat template), measured like completions, with
-    per-request speculative metrics; only the set's prompts in the experiment's input-length
-    range are sent."""
+    """A JSONL set of chat messages, run through /v1/chat/completions on the demo target (which
+    gets specdash's plain chat template), measured like completions, with per-request
+    speculative metrics; only the set's prompts in the experiment's input-length range are sent."""
     experiment = fleet.chat
     assert experiment.status == Experiment.Status.FINISHED
     for command in EnvironmentSnapshot.objects.filter(run__experiment=experiment).values_list(
@@ -420,8 +406,10 @@ def test_a_chat_set_runs_through_the_chat_endpoint(fleet):
         assert row.input_tokens > 0
         assert len(unpack_token_ids(row.output_token_ids)) == row.output_tokens == sum(row.chunk_tokens)
     speculative = [row for row in rows if row.run.arm.is_speculative]
-    # Per-request speculative metrics arrive on the chat stream's last event, as on completions.
-    assert any(row.spec_proposed_per_step for row in speculative)
+    # Per-request speculative metrics arrive on the chat stream's last event, as on completions
+    # (a draft model proposes at every step).
+    assert speculative
+    assert all(row.spec_proposed_per_step for row in speculative)
     groups = experiment.analysis.series["by_category"]
     # Items 2, 4, 7 and 11 of the file (the first, 24 words, warms up); unfiltered, the
     # measured items would have been of 26, 22, 25 and 22 words.
