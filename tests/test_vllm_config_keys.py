@@ -8,6 +8,7 @@ server log. Read in vLLM's own environment."""
 import json
 import subprocess
 
+import pytest
 from django.conf import settings
 
 from experiments.definition.forms import SPECULATIVE_METHODS
@@ -33,15 +34,16 @@ print(json.dumps({"fields": [f.name for f in dataclasses.fields(SpeculativeConfi
 """
 
 
-def _installed() -> dict:
+@pytest.fixture(scope="module")
+def installed() -> dict:
+    """What INTROSPECT prints, read once: each start of vLLM's interpreter imports torch."""
     done = subprocess.run(
         [settings.SPECDASH_VLLM_PYTHON, "-c", INTROSPECT], capture_output=True, text=True, timeout=300, check=True
     )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def test_every_key_specdash_sets_is_one_vllm_has(tmp_path):
-    installed = _installed()
+def test_every_key_specdash_sets_is_one_vllm_has(installed, tmp_path):
     assert set(Arm.PARAM_KEYS) <= set(installed["methods"]), set(Arm.PARAM_KEYS) - set(installed["methods"])
     offered = {value for value, _ in SPECULATIVE_METHODS}
     assert offered <= set(installed["methods"]), offered - set(installed["methods"])
@@ -116,10 +118,10 @@ def test_every_server_setting_is_a_flag_and_field_of_the_installed_vllm():
     assert installed["parsed"]["speculative_config"]["draft_tensor_parallel_size"] == 1
 
 
-def test_the_arctic_inference_version_specdash_installs_is_the_one_vllm_asks_for():
+def test_the_arctic_inference_version_specdash_installs_is_the_one_vllm_asks_for(installed):
     """vLLM's refusal of a suffix config without arctic-inference names the version to install;
     the worker's refusal and requirements/vllm-gpu.txt name the same."""
-    assert f"pip install {method_support.ARCTIC_INFERENCE}" in _installed()["suffix_check"]
+    assert f"pip install {method_support.ARCTIC_INFERENCE}" in installed["suffix_check"]
 
 
 # Reads schedules on stdin and prints, for each, the dense batch size -> k lookup the installed
