@@ -116,16 +116,20 @@ def _cell_json(decision: question.Decision, design: sequential.Design, stop: str
     }  # fmt: skip
 
 
+UNSETTLED = (sequential.OPEN, sequential.INCONCLUSIVE, verdicts.TOO_FEW_BLOCKS)
+
+
 def _to_settle(decision: question.Decision, experiment: Experiment, step: continuation.Step, labels: dict) -> str:
     """An unsettled cell and about how much more would settle it: the blocks stats.blocks_to_settle
-    expects at its current estimate and spread, each a server session for the arm and for every
-    control arm at this experiment's mean device-minutes per session."""
+    expects at its current estimate and spread (at least its first look's, FIRST_LOOK blocks), each a
+    server session for the arm and for every control arm at this experiment's mean device-minutes
+    per session."""
     arm, level = decision.key
     name = f"{labels.get(arm, '')} at {level}"
     total = stats.blocks_to_settle(decision.estimate, experiment.equivalence_margin)
-    if total is None:
+    if total is None and decision.blocks >= sequential.FIRST_LOOK:
         return f"{name} (its spread gives no estimate of the blocks that would settle it)"
-    more = max(1, total - decision.blocks)
+    more = max(1, max(total or 0, sequential.FIRST_LOOK) - decision.blocks)
     sessions = more * (1 + len(continuation.control_arms(experiment)))
     minutes = sessions * continuation.session_minutes(experiment, step.device_minutes)
     return f"{name} (about {more} more block{'s' if more > 1 else ''}, ≈ {minutes:.1f} device-minutes, would settle it)"
@@ -157,6 +161,6 @@ def question_summary(
         "open": [
             _to_settle(d, experiment, step, labels)
             for d in (*decided.candidates, *decided.confirmation)
-            if d.outcome in (sequential.OPEN, sequential.INCONCLUSIVE)
+            if d.outcome in UNSETTLED
         ],
     }

@@ -257,3 +257,17 @@ def test_bands_between_neighbouring_whole_levels_leave_no_empty_band():
     assert [band["word"] for band in _bands(search, None, [nowhere])] == ["no speculation"]
     searching = {"state": planner.SEARCHING, "below": None, "above": None, "arm": "a", "arm_id": 1}
     assert [band["word"] for band in _bands(search, None, [nowhere, searching])] == ["undecided"]
+
+
+def test_a_search_stopped_before_its_first_look_says_what_would_settle_each_level():
+    experiment, baseline, arm = _search(max_device_minutes=0.1)  # spent at once: one block only
+    for level in (1, 16):
+        _run(baseline, 1, level, BASELINE_TPOT)
+        _run(arm, 1, level, ARM_TPOT[level])
+    RunFactory._meta.model.objects.filter(experiment=experiment).update(server_start_s=30.0)
+    assert not lifecycle.experiment_block_add(experiment=experiment)
+    question = _finished(experiment).analysis.series["question"]
+    assert question["stop"] == continuation.BUDGET
+    # One block each, no spread yet: at least the first look's 3 blocks, 2 more, for the arm and the baseline.
+    assert [text.split(" (")[0] for text in question["open"]] == ["draft k=4 at 1", "draft k=4 at 16"]
+    assert all("about 2 more blocks" in text and "would settle it" in text for text in question["open"])
