@@ -211,8 +211,9 @@ def next_level(grid: Sequence[int], words: Mapping[int, Word], *, lean: float = 
         )
         nearest = min(inside, key=lambda k: abs(math.log(grid[k]) - crossing))
         target = min(max(nearest, i + (j - i) / 4), j - (j - i) / 4)
-    choice = grid[min(inside, key=lambda k: (abs(k - target), k))]
-    return None if choice in words else choice
+    # Every level inside the bracket is unmeasured here: a measured one would be an end of it, or
+    # still measured (above), so the choice is a new level.
+    return grid[min(inside, key=lambda k: (abs(k - target), k))]
 
 
 def plan(

@@ -133,3 +133,50 @@ def test_a_point_below_the_worthwhile_gain_leans_not_paying():
     # equally near, the lower.
     assert planner.next_level(grid, words, lean=1.07) == 16
     assert planner.plan(DOUBLING, words, blocks_run=1, max_blocks=10, lean=1.07).added == 16
+
+
+def test_the_boundaries_of_the_rules_on_hand_computed_cases():
+    assert SearchRange(1, 4, planner.MIN_RESOLUTION).grid()[0] == 1  # the least resolution is allowed
+    # A point exactly at the lean leans not paying; the default lean is 1.
+    assert Word(OPEN, 1.0).leans_stops()
+    assert not Word(OPEN, 1.0).leans_pays()
+    assert Word(OPEN, 1.07).leans_stops(1.07)
+    assert planner.bracket(_words(l1=(OPEN, 1.5), l8=(OPEN, 1.2), l64=(OPEN, 0.9)), leaning=True) == planner.Bracket(8, 64)
+    # An open level below a settled faster one is moot, and one above the first not faster.
+    words = _words(l1=(OPEN, 1.2), l4=(FASTER, 1.2), l16=(OPEN, 1.1))
+    assert planner.plan(DOUBLING, words, blocks_run=8, max_blocks=10).run == {16}
+    words = _words(l1=(OPEN, 1.2), l4=(SLOWER, 0.8), l16=(OPEN, 0.9))
+    assert planner.plan(DOUBLING, words, blocks_run=8, max_blocks=10).run == {1}
+
+
+def test_the_crossing_is_interpolated_at_the_lean():
+    grid = DOUBLING.grid()
+    # Lean 1.3, points 2.0 and 0.5: ln c = ln 64 · ln(2 / 1.3) / ln(2 / 0.5) = 4.159 · 0.4308 / 1.3863 = 1.292
+    # (c = 3.6): index 2 (ln 4 = 1.386), inside the safeguard's 1.5-4.5.
+    assert planner.next_level(grid, _words(l1=(OPEN, 2.0), l64=(OPEN, 0.5)), lean=1.3) == 4
+    # The lower end's point exactly at the lean: no interpolation, the middle index (3).
+    assert planner.next_level(grid, _words(l1=(FASTER, 1.07), l64=(SLOWER, 0.8)), lean=1.07) == 8
+    # The upper end's point exactly at the lean: interpolated, the crossing at the upper end, capped at 4.5
+    # and of 4 and 5 the lower: 16.
+    assert planner.next_level(grid, _words(l1=(FASTER, 1.3), l64=(EQUIVALENT, 1.0))) == 16
+
+
+def test_the_safeguard_keeps_the_step_out_of_the_bracket_s_outer_quarters():
+    wide = SearchRange(1, 4096, 2.0).grid()  # 1, 2, 4, ..., 4096: indices 0-12
+    # ln c = ln 4096 · ln 1.1 / ln(1.1 / 0.3) = 8.318 · 0.0953 / 1.2993 = 0.610 (c = 1.8): index 1, below the
+    # safeguard's 12 / 4 = 3: index 3, level 8.
+    assert planner.next_level(wide, _words(l1=(OPEN, 1.1), l4096=(OPEN, 0.3))) == 8
+    # A bracket from index 2 (4) to 12: ln c = ln 4 + ln 1024 · ln 3 / ln(3 / 0.99) = 1.386 + 6.931 · 1.0986 /
+    # 1.1087 = 8.254 (c = 3,850): index 11, above 12 - 10 / 4 = 9.5: of 9 and 10, the lower, 512.
+    words = _words(l1=(FASTER, 3.5), l4=(FASTER, 3.0), l4096=(NOT_WORTH_IT, 0.99))
+    assert planner.next_level(wide, words) == 512
+
+
+def test_the_plan_keeps_its_bracket_and_the_levels_faster_above_it_while_searching():
+    words = _words(l1=(FASTER, 1.5), l16=(SLOWER, 0.9), l64=(FASTER, 1.2))
+    plan = planner.plan(DOUBLING, words, blocks_run=5, max_blocks=10)
+    assert plan.state == planner.SEARCHING
+    assert plan.settled == planner.Bracket(1, 16)
+    assert plan.faster_above == (64,)
+    done = planner.plan(DOUBLING, _words(l1=(NOT_WORTH_IT, 1.0)), blocks_run=5, max_blocks=10)
+    assert done.settled == planner.Bracket(None, 1)
