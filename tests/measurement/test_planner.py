@@ -141,7 +141,8 @@ def test_the_boundaries_of_the_rules_on_hand_computed_cases():
     assert Word(OPEN, 1.0).leans_stops()
     assert not Word(OPEN, 1.0).leans_pays()
     assert Word(OPEN, 1.07).leans_stops(1.07)
-    assert planner.bracket(_words(l1=(OPEN, 1.5), l8=(OPEN, 1.2), l64=(OPEN, 0.9)), leaning=True) == planner.Bracket(8, 64)
+    leaning = _words(l1=(OPEN, 1.5), l8=(OPEN, 1.2), l64=(OPEN, 0.9))
+    assert planner.bracket(leaning, leaning=True) == planner.Bracket(8, 64)
     # An open level below a settled faster one is moot, and one above the first not faster.
     words = _words(l1=(OPEN, 1.2), l4=(FASTER, 1.2), l16=(OPEN, 1.1))
     assert planner.plan(DOUBLING, words, blocks_run=8, max_blocks=10).run == {16}
