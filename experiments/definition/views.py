@@ -148,7 +148,7 @@ def experiment_budget(request, pk: int):
         raise PermissionDenied("Only the experiment's owner (or staff) may change its budget.")
     form = BudgetForm(request.POST)
     if not form.is_valid():
-        messages.error(request, f"Budget not changed: {' '.join(form.errors['max_device_minutes'])}")
+        messages.error(request, f"Budget not changed: {' '.join(map(str, form.errors['max_device_minutes']))}")
         return redirect("experiments:detail", pk=experiment.pk)
     minutes = form.cleaned_data["max_device_minutes"]
     try:

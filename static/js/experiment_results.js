@@ -83,9 +83,12 @@
   function spreadDatasets(column, armList = arms) {
     return armList.map((arm) => {
       const points = [];
+      // One entry per level, null where the arm has none (a level a break-even search did not run for
+      // it): the error-bar line places points by their index among the labels, not by their x.
       for (const level of data.levels) {
         const value = cells.get(`${arm.id}:${level}`)?.[column];
-        if (value && value[0] !== null) points.push({ x: String(level), y: value[0], yMin: value[1], yMax: value[2] });
+        const measured = value && value[0] !== null;
+        points.push(measured ? { x: String(level), y: value[0], yMin: value[1], yMax: value[2] } : { x: String(level), y: null });
       }
       return armStyle(arm, { label: arm.label, data: points });
     });
@@ -147,7 +150,11 @@
       armStyle(arm, {
         label: arm.replicate ? `${arm.label} (noise floor)` : arm.label,
         borderDash: arm.replicate ? [2, 3] : undefined,
-        data: data.speedups.filter((s) => s.arm === arm.id && s.metric === metric && s.point !== null).map(speedupPoint),
+        // One entry per level, null where the arm has no speedup (see spreadDatasets).
+        data: data.levels.map((level) => {
+          const s = data.speedups.find((p) => p.arm === arm.id && p.metric === metric && p.level === level && p.point !== null);
+          return s ? speedupPoint(s) : { x: String(level), y: null };
+        }),
       }),
     );
   }
