@@ -71,6 +71,7 @@ def experiment_block_add(*, experiment: Experiment) -> bool:
             levels[arm.id] = due.levels
     queued = blocks.block_queue(experiment=experiment, block=step.block, arm_ids=arm_ids, levels=levels)
     logger.info(
-        "experiment %s: block %s added for %d runs (a primary cell is open)", experiment.id, step.block, len(queued)
-    )
+        "experiment %s: block %s added for %d runs (a primary cell is open)%s", experiment.id, step.block, len(queued),
+        f"; arms {sorted(step.left_out)} left out for the budget" if step.left_out else "",
+    )  # fmt: skip
     return True
