@@ -7,7 +7,8 @@ experiments/analysis/device_time.py counts them) and the answer (planner.state_o
 the bracket of settled words and where the points cross 1 inside it), and what the search saved.
 
     ./dev up        # a worker on the cpu queue; the demo experiment may run first
-    eval "$(./dev env)" && .venv/bin/python scripts/bench_planner_real.py [--k 10] [--high 16] [--max-blocks 8]
+    eval "$(./dev env)"
+    .venv/bin/python scripts/bench_planner_real.py [--k 10] [--high 16] [--max-blocks 8] [--gain 0.07]
 
 The two experiments run one after the other on the one worker (about an hour on the 2-core
 development machine at the defaults). The prompts are an uploaded set of the built-in code edits
@@ -51,7 +52,7 @@ def _submit(owner, args, *, search: bool) -> Experiment:
         ),
         "num_prompts": PROMPTS_PER_LEVEL * args.high, "max_tokens": args.max_tokens, "ignore_eos": True,
         "temperature": 0.0, "warmup_requests": 2, "repetitions": args.max_blocks, "sequential": True,
-        "server_per_block": True, "aa_replicate": False, "seed": args.seed,
+        "server_per_block": True, "aa_replicate": False, "seed": args.seed, "worthwhile_gain": args.gain,
         "concurrency_levels": [1, args.high] if search else list(grid),
     }  # fmt: skip
     if search:
@@ -111,6 +112,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-blocks", type=int, default=8)
     parser.add_argument("--max-tokens", type=int, default=16)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--gain", type=float, default=0.07, help="the smallest gain worth deploying (the search leans at 1 + it)"
+    )
     parser.add_argument("--queue", default="cpu")
     parser.add_argument("--owner", default="admin")
     parser.add_argument("--experiments", type=int, nargs=2, metavar=("SEARCH", "FIXED"), help="report these instead")

@@ -59,7 +59,7 @@ def test_the_search_demo_passes_the_forms_rules_and_queues_its_first_block(celer
     fields = search_demo_fields(owner)
     posted = _as_posted(fields) | {
         "concurrency_levels": "", "uploaded_prompt_set": fields["uploaded_prompt_set"].pk, "ignore_eos": "on",
-        "sequential": "on", "max_device_minutes": "40",
+        "sequential": "on", "max_device_minutes": "40", "worthwhile_gain": "20",
     }  # fmt: skip
     form = ExperimentForm(posted, user=owner, speculative_arms=1, draft_arms=1)
     assert form.is_valid(), form.errors
@@ -68,6 +68,7 @@ def test_the_search_demo_passes_the_forms_rules_and_queues_its_first_block(celer
     call_command("submit_demo", owner=owner.username, search=True)
     experiment = Experiment.objects.get(name=SEARCH_DEMO_NAME)
     assert (experiment.search_low, experiment.search_high, experiment.search_resolution) == (1, 32, 2.0)
+    assert experiment.worthwhile_gain == 0.2
     assert experiment.uploaded_prompt_set.prompt_count == 130
     assert [(arm.method, arm.num_speculative_tokens) for arm in experiment.arms.order_by("position")] == [
         (Arm.Method.BASELINE, None), (Arm.Method.DRAFT_MODEL, 10),
