@@ -536,6 +536,46 @@ def test_the_worker_init_hook_stops_the_servers_of_a_killed_worker(tmp_path, set
         stranger.wait()
 
 
+def test_dev_down_stops_the_server_a_killed_worker_left_and_nothing_else(tmp_path):
+    # `./dev down` kills a worker still busy after its grace period, then runs this module on its folder.
+    pid_dir = tmp_path / "server-pids" / "cpu@host"
+    owner = _owner(tmp_path, _fake_args("vllm-fake"), pid_dir)
+    stranger = _sleeper("not-ours")
+    pgid = None
+    try:
+        pgid = int(owner.stdout.readline())
+        owner.kill()
+        owner.wait()
+        assert len(_running_members(pgid)) == 2
+        (pid_dir / f"{stranger.pid}.pid").write_text("a record whose process id was reused")
+
+        done = subprocess.run(
+            [sys.executable, "-m", "workers.server.stop_orphans", str(pid_dir)],
+            cwd=REPO, capture_output=True, text=True, timeout=60, check=True,
+        )  # fmt: skip
+
+        assert done.stdout == f"stopped a vLLM server the worker left behind (process group {pgid})\n"
+        deadline = time.monotonic() + 10
+        while _running_members(pgid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _running_members(pgid) == []
+        assert stranger.poll() is None
+        assert list(pid_dir.iterdir()) == []
+        # Run again, or on a worker that never started a server: nothing to stop, no error.
+        again = subprocess.run(
+            [sys.executable, "-m", "workers.server.stop_orphans", str(tmp_path / "server-pids" / "cpu@other")],
+            cwd=REPO, capture_output=True, text=True, timeout=60, check=True,
+        )  # fmt: skip
+        assert again.stdout == ""
+    finally:
+        owner.kill()
+        if pgid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGKILL)
+        stranger.kill()
+        stranger.wait()
+
+
 def test_the_log_tail_leads_with_the_first_exception_logged_above_it(tmp_path):
     # As vLLM's CPU build logs a KV cache larger than the host: a worker process raises the
     # reason, a hundred lines later the API server ends with a generic "see above".
