@@ -503,30 +503,22 @@ def test_a_server_is_recorded_in_the_pid_dir_while_it_runs(tmp_path):
     assert list(pid_dir.iterdir()) == []
 
 
-def test_the_worker_init_hook_stops_the_servers_of_a_killed_worker(tmp_path, settings, monkeypatch, caplog):
-    settings.DATA_DIR = tmp_path
-    monkeypatch.setitem(tasks._worker, "name", "cpu@killed")
-    pid_dir = runner.server_pid_dir("cpu@killed")
+@contextlib.contextmanager
+def _orphaned_server(tmp_path, pid_dir: Path):
+    """A stand-in server recorded in `pid_dir` whose owner was killed (SIGKILL: the worker
+    process cleans nothing up), beside a record whose process id was reused by a stranger.
+    Yields the server's process group and the stranger; kills whatever is left on exit."""
     # The stand-in server has "vllm" in its command line, as the orphan check requires.
     owner = _owner(tmp_path, _fake_args("vllm-fake"), pid_dir)
     stranger = _sleeper("not-ours")
     pgid = None
     try:
         pgid = int(owner.stdout.readline())
-        owner.kill()  # SIGKILL: the worker process cleans nothing up
+        owner.kill()
         owner.wait()
         assert len(_running_members(pgid)) == 2  # the server and its engine child, orphaned
         (pid_dir / f"{stranger.pid}.pid").write_text("a record whose process id was reused")
-
-        worker_process_init.send(sender=None)
-
-        deadline = time.monotonic() + 10
-        while _running_members(pgid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert _running_members(pgid) == []
-        assert f"stopped an orphaned vLLM server (process group {pgid})" in caplog.text
-        assert stranger.poll() is None  # a group that is not a vLLM server is left alone
-        assert list(pid_dir.iterdir()) == []
+        yield pgid, stranger
     finally:
         owner.kill()
         if pgid is not None:
@@ -536,44 +528,43 @@ def test_the_worker_init_hook_stops_the_servers_of_a_killed_worker(tmp_path, set
         stranger.wait()
 
 
+def _assert_stopped(pgid: int, stranger: subprocess.Popen, pid_dir: Path) -> None:
+    deadline = time.monotonic() + 10
+    while _running_members(pgid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _running_members(pgid) == []
+    assert stranger.poll() is None  # a group that is not a vLLM server is left alone
+    assert list(pid_dir.iterdir()) == []
+
+
+def test_the_worker_init_hook_stops_the_servers_of_a_killed_worker(tmp_path, settings, monkeypatch, caplog):
+    settings.DATA_DIR = tmp_path
+    monkeypatch.setitem(tasks._worker, "name", "cpu@killed")
+    pid_dir = runner.server_pid_dir("cpu@killed")
+    with _orphaned_server(tmp_path, pid_dir) as (pgid, stranger):
+        worker_process_init.send(sender=None)
+
+        _assert_stopped(pgid, stranger, pid_dir)
+        assert f"stopped an orphaned vLLM server (process group {pgid})" in caplog.text
+
+
 def test_dev_down_stops_the_server_a_killed_worker_left_and_nothing_else(tmp_path):
     # `./dev down` kills a worker still busy after its grace period, then runs this module on its folder.
     pid_dir = tmp_path / "server-pids" / "cpu@host"
-    owner = _owner(tmp_path, _fake_args("vllm-fake"), pid_dir)
-    stranger = _sleeper("not-ours")
-    pgid = None
-    try:
-        pgid = int(owner.stdout.readline())
-        owner.kill()
-        owner.wait()
-        assert len(_running_members(pgid)) == 2
-        (pid_dir / f"{stranger.pid}.pid").write_text("a record whose process id was reused")
-
+    with _orphaned_server(tmp_path, pid_dir) as (pgid, stranger):
         done = subprocess.run(
             [sys.executable, "-m", "workers.server.stop_orphans", str(pid_dir)],
             cwd=REPO, capture_output=True, text=True, timeout=60, check=True,
         )  # fmt: skip
 
         assert done.stdout == f"stopped a vLLM server the worker left behind (process group {pgid})\n"
-        deadline = time.monotonic() + 10
-        while _running_members(pgid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert _running_members(pgid) == []
-        assert stranger.poll() is None
-        assert list(pid_dir.iterdir()) == []
+        _assert_stopped(pgid, stranger, pid_dir)
         # Run again, or on a worker that never started a server: nothing to stop, no error.
         again = subprocess.run(
             [sys.executable, "-m", "workers.server.stop_orphans", str(tmp_path / "server-pids" / "cpu@other")],
             cwd=REPO, capture_output=True, text=True, timeout=60, check=True,
         )  # fmt: skip
         assert again.stdout == ""
-    finally:
-        owner.kill()
-        if pgid is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pgid, signal.SIGKILL)
-        stranger.kill()
-        stranger.wait()
 
 
 def test_the_log_tail_leads_with_the_first_exception_logged_above_it(tmp_path):
