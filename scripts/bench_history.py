@@ -45,7 +45,7 @@ from django.test.utils import CaptureQueriesContext  # noqa: E402
 from django.urls import reverse  # noqa: E402
 
 from experiments import teams  # noqa: E402
-from experiments.measurement import verdicts  # noqa: E402
+from experiments.measurement.stats import verdicts  # noqa: E402
 from experiments.models import (  # noqa: E402
     Arm,
     Decision,

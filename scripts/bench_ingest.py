@@ -32,7 +32,7 @@ from django.contrib.auth import get_user_model  # noqa: E402
 from django.db import transaction  # noqa: E402
 
 from experiments import teams  # noqa: E402
-from experiments.measurement.packed import FLOAT64, UINT32  # noqa: E402
+from experiments.measurement.encoding.packed import FLOAT64, UINT32  # noqa: E402
 from experiments.models import Arm, Experiment, Run  # noqa: E402
 from tests.factories import recorded, simulated_decoding, spec_counters  # noqa: E402
 from workers.measure.loadgen import LoadResult, RequestResult  # noqa: E402

@@ -40,7 +40,7 @@ sys.path.insert(0, str(REPO))
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from experiments.measurement import stream_fidelity  # noqa: E402
+from experiments.measurement.engine import stream_fidelity  # noqa: E402
 from workers.measure.loadgen import run_load_sync  # noqa: E402
 from workers.server import affinity  # noqa: E402
 from workers.server.vllm_server import VllmServer, build_server_args, cuda_visible, free_port  # noqa: E402

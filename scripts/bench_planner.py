@@ -1,5 +1,5 @@
 """What the break-even search saves: device-minutes, break-evens found and family-wise false
-calls of the adaptive plan (experiments/measurement/planner.py) against a fixed grid of the
+calls of the adaptive plan (experiments/measurement/planning/planner.py) against a fixed grid of the
 same resolution, on simulated experiments with known break-even points, pushed through the
 code the worker and the page use (inference.speedup_cells, question.question_decisions with
 each cell's entry block, planner.plan).
@@ -44,7 +44,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from experiments.measurement import inference, planner, question, sequential
+from experiments.measurement.planning import planner
+from experiments.measurement.stats import inference, question, sequential
 from scripts.check_decisions import (
     BASELINE,
     METRIC,

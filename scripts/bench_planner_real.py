@@ -33,7 +33,8 @@ from experiments.analysis import device_time, primary  # noqa: E402
 from experiments.analysis.services import load_runs  # noqa: E402
 from experiments.definition import services as definition  # noqa: E402
 from experiments.definition.services import ArmSpec  # noqa: E402
-from experiments.measurement import planner, stats  # noqa: E402
+from experiments.measurement.planning import planner  # noqa: E402
+from experiments.measurement.stats import break_even  # noqa: E402
 from experiments.models import Arm, Experiment  # noqa: E402
 from experiments.prompt_sets.services import prompt_set_from_builtin  # noqa: E402
 
@@ -79,7 +80,7 @@ def _answer(experiment: Experiment, grid: tuple[int, ...]) -> str:
     text = f"{state}: faster up to {bracket.below}, not faster at {bracket.above}"
     low, high = (words.get(level) for level in (bracket.below, bracket.above))
     if low and high and low.point and high.point:
-        crossing = stats.log_crossing(bracket.below, low.point, bracket.above, high.point)
+        crossing = break_even.log_crossing(bracket.below, low.point, bracket.above, high.point)
         text += f", points cross 1 at {crossing:.1f}" if crossing else ""
     return text + "; " + ", ".join(f"{level}: {word.outcome}" for level, word in sorted(words.items()))
 

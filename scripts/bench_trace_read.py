@@ -1,5 +1,5 @@
 """How long a profiled interval's trace takes to summarise, and in how much memory: the streamed
-reader (experiments/measurement/trace_shares.trace_events) against json.load of the whole file,
+reader (experiments/measurement/engine/trace_shares.trace_events) against json.load of the whole file,
 on a generated trace in the shape vLLM's torch profiler writes on a GPU host with the V1 model
 runner: per engine step the worker's step scope and the runner's phase scopes on the host and
 their mirrors on the GPU, among the operators, CUDA launches and kernels that make up most of
@@ -27,7 +27,7 @@ from typing import IO
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from experiments.measurement import trace_shares  # noqa: E402
+from experiments.measurement.engine import trace_shares  # noqa: E402
 
 READERS = ("nothing", "stream", "json.load")
 HEAD = {

@@ -1,5 +1,5 @@
 """A/A on real data: every stored experiment with an A/A replicate, its baseline against the
-replicate pushed through the decisions of its question (experiments/measurement/question.py),
+replicate pushed through the decisions of its question (experiments/measurement/stats/question.py),
 as if the replicate were the only candidate. Nothing differs between the two, so every
 *faster* or *slower* is a false call; the script counts the experiments with one (the
 family: the replicate's cells at every level) per metric, for a fixed design at the blocks
@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 django.setup()
 
 from experiments.analysis.services import load_runs  # noqa: E402
-from experiments.measurement import inference, question, sequential  # noqa: E402
+from experiments.measurement.stats import inference, question, sequential  # noqa: E402
 from experiments.models import Experiment  # noqa: E402
 
 METRICS = ("server_tpot", "tpot", "e2e", "output_throughput")

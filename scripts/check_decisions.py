@@ -1,11 +1,11 @@
 """How often the question's decisions are wrong, and what they cost: whole experiments with
 known effects, simulated request by request and pushed through the code the page and the
 worker use (inference.speedup_cells, then question.question_decisions, which replays the
-looks of experiments/measurement/sequential.py).
+looks of experiments/measurement/stats/sequential.py).
 
 A simulated experiment has a baseline, an A/A replicate (no effect by construction) and
 speculative arms, at several concurrency levels, in randomised blocks
-(experiments/measurement/schedule.py): per block each arm runs on a freshly started server,
+(experiments/measurement/planning/schedule.py): per block each arm runs on a freshly started server,
 which runs every level. Each run sends the same prompts; per request
 
     decode time = (output tokens - 1) × the prompt's per-token cost × the level's cost
@@ -51,8 +51,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from experiments.measurement import inference, question, sequential, stats, verdicts
-from experiments.measurement.schedule import schedule
+from experiments.measurement.planning.schedule import schedule
+from experiments.measurement.stats import inference, intervals, question, sequential, verdicts
 
 BASELINE, REPLICATE = 0, 1
 PROMPTS = 40
@@ -251,12 +251,12 @@ def memoised() -> Iterator[None]:
     def cached_look(ratios: dict, blocks: int) -> object:
         return look(tuple(sorted(item for item in ratios.items() if item[0] <= blocks)), blocks)
 
-    interval = functools.cache(lambda ratios, confidence: stats.block_interval(ratios, confidence=confidence))
+    interval = functools.cache(lambda ratios, confidence: intervals.block_interval(ratios, confidence=confidence))
     replacements = [
         (sequential, "nominal_level", functools.cache(sequential.nominal_level)),
         (sequential, "_look", cached_look),
         (sequential, "block_interval", functools.partial(_tuple_interval, interval)),
-        (stats, "statistics", _float_statistics()),
+        (intervals, "statistics", _float_statistics()),
         (verdicts, "failure_rates_p", functools.cache(verdicts.failure_rates_p)),
         (inference, "_block_ratio", pairs),
     ]
@@ -291,7 +291,7 @@ def _float_statistics() -> types.SimpleNamespace:
     return module
 
 
-def _tuple_interval(interval: Callable, ratios: Sequence[float], *, confidence: float = stats.CONFIDENCE) -> object:
+def _tuple_interval(interval: Callable, ratios: Sequence[float], *, confidence: float = intervals.CONFIDENCE) -> object:
     return interval(tuple(ratios), confidence)
 
 

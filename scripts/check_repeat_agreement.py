@@ -21,7 +21,7 @@ import django
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 django.setup()
 
-from experiments.measurement import verdicts  # noqa: E402
+from experiments.measurement.stats import verdicts  # noqa: E402
 from experiments.models import SpeedupEstimate  # noqa: E402
 
 

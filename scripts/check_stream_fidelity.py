@@ -4,7 +4,7 @@ fidelity").
 
 In each block the baseline and its A/A replicate (and, with --draft, the draft-model arm)
 run on fresh servers in a random order, at every level; every request is checked against
-vLLM's own timing by experiments/measurement/stream_fidelity.py, and the A/A replicate's TPOT interval
+vLLM's own timing by experiments/measurement/engine/stream_fidelity.py, and the A/A replicate's TPOT interval
 comes from the same inference code as the experiment page. Printed per placement: requests
 checked, with a stall (a wait longer than 5 engine steps), with their whole decode in one
 burst, distorted; the client / engine decode span ratio (median, p5, p95); the first-token
@@ -28,7 +28,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from experiments.measurement import inference, stats, stream_fidelity  # noqa: E402
+from experiments.measurement.engine import stream_fidelity  # noqa: E402
+from experiments.measurement.stats import inference, latency  # noqa: E402
 from workers.measure.loadgen import run_load_sync  # noqa: E402
 from workers.server import affinity  # noqa: E402
 from workers.server.vllm_server import VllmServer, build_server_args, free_port  # noqa: E402
@@ -131,7 +132,7 @@ def run_data(run: dict) -> inference.RunData:
 
 
 def pct(values: list[float], q: float) -> str:
-    value = stats.percentile(values, q)
+    value = latency.percentile(values, q)
     return "-" if value is None else f"{value:.3f}"
 
 

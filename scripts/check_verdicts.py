@@ -1,6 +1,7 @@
 """How often the page's verdicts are wrong: experiments with known effects, simulated and
-pushed through the same inference code the page uses (experiments/measurement/inference.py and
-experiments/measurement/verdicts.py), in the execution order the worker uses (experiments/measurement/schedule.py).
+pushed through the same inference code the page uses (experiments/measurement/stats/inference.py and
+experiments/measurement/stats/verdicts.py), in the execution order the worker uses
+(experiments/measurement/planning/schedule.py).
 
 Each simulated experiment has a baseline, an A/A replicate (no effect by construction) and
 one arm whose true speedup is 1 + effect, at one concurrency level. A request's TPOT is
@@ -35,8 +36,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from experiments.measurement import inference, verdicts
-from experiments.measurement.schedule import schedule
+from experiments.measurement.planning.schedule import schedule
+from experiments.measurement.stats import inference, verdicts
 
 BASELINE, REPLICATE, ARM = 0, 1, 2
 LEVEL = 4

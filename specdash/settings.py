@@ -186,7 +186,7 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "cpu"
 # An experiment's task holds its message unacknowledged until it ends; Redis hands it out
 # again after this long. The experiment form refuses an experiment whose time limit
-# (experiments/measurement/limits.py) is longer, so a live task is never delivered twice.
+# (experiments/measurement/planning/limits.py) is longer, so a live task is never delivered twice.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("SPECDASH_VISIBILITY_TIMEOUT_S", 24 * 3600)}
 # Submitting while Redis is down: a few quick tries, then the experiment waits, saved, for
 # the periodic dispatcher (experiments/execution/dispatch.py) instead of holding the page.
@@ -217,7 +217,7 @@ SPECDASH_SERVER_START_TIMEOUT_S_BY_QUEUE = env_seconds_by_name("SPECDASH_SERVER_
 # How long the first server waits for the later servers' models to download
 # (workers/server/model_prefetch.py): a download of a real model is not a server start.
 SPECDASH_MODEL_PREFETCH_TIMEOUT_S = env_float("SPECDASH_MODEL_PREFETCH_TIMEOUT_S", 3600.0)
-# A run's time limit allows this long per generated token (experiments/measurement/limits.py): generous
+# A run's time limit allows this long per generated token (experiments/measurement/planning/limits.py): generous
 # for a CPU host; a GPU pool can lower it to admit longer experiments.
 SPECDASH_RUN_SECONDS_PER_TOKEN = env_float("SPECDASH_RUN_SECONDS_PER_TOKEN", 0.25)
 # A worker process beats every second; one silent this long is dead (workers/liveness.py).

@@ -14,8 +14,8 @@ from experiments import lifecycle, teams
 from experiments.analysis.services import experiment_analyse
 from experiments.definition.forms import ARM_FORMSET_PREFIX
 from experiments.execution import services as execution
-from experiments.measurement import stream_fidelity
-from experiments.measurement.packed import FLOAT64, UINT16, UINT32
+from experiments.measurement.encoding.packed import FLOAT64, UINT16, UINT32
+from experiments.measurement.engine import stream_fidelity
 from experiments.models import (
     Arm,
     EnvironmentSnapshot,

@@ -12,7 +12,7 @@ import pytest
 from django.conf import settings
 
 from experiments.definition.forms import SPECULATIVE_METHODS
-from experiments.measurement import batch_schedule
+from experiments.measurement.deploy import batch_schedule
 from experiments.models import Arm
 from experiments.rules import server_settings
 from workers.server import method_support

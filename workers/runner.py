@@ -21,7 +21,7 @@ from django.db import DatabaseError, connection
 
 from experiments import lifecycle
 from experiments.execution import dispatch, services, worker_queues
-from experiments.measurement import limits
+from experiments.measurement.planning import limits
 from experiments.models import Arm, Experiment, IllegalTransition, Run
 from experiments.prompts.catalog import experiment_requests
 from experiments.rules.model_paths import model_path_refusal

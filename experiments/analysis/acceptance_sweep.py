@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from experiments.measurement import stats
-from experiments.measurement.steps import geometric_mean
+from experiments.measurement.engine.steps import geometric_mean
+from experiments.measurement.stats import acceptance
 from experiments.models import Arm, Experiment, Run, RunSummary
 
 BETWEEN = "between"  # interpolated between two swept lengths
@@ -148,7 +148,7 @@ def sweep_points(
     for (length, level), blocks in sorted(cells.items()):
         drafts, accepted = sum(b[1] for b in blocks), sum(b[2] for b in blocks)
         speedup = geometric_mean([b[0] for b in blocks])
-        levels[level].append(SweepPoint(length, speedup, len(blocks), stats.acceptance_length(accepted, drafts)))
+        levels[level].append(SweepPoint(length, speedup, len(blocks), acceptance.acceptance_length(accepted, drafts)))
     return dict(levels)
 
 
@@ -157,7 +157,7 @@ def _real_tau(experiment: Experiment, arm: Arm) -> float | None:
     for s in RunSummary.objects.succeeded_of(experiment).filter(run__arm=arm):
         drafts += s.spec_num_drafts or 0
         accepted += s.spec_num_accepted_tokens or 0
-    return stats.acceptance_length(accepted, drafts)
+    return acceptance.acceptance_length(accepted, drafts)
 
 
 def _baseline(experiment: Experiment) -> dict[tuple[int, int], float]:

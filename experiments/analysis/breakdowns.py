@@ -14,7 +14,7 @@ experiments/analysis/services.py stores breakdown_series() in the analysis' char
 from collections import defaultdict
 from dataclasses import replace
 
-from experiments.measurement import inference, verdicts
+from experiments.measurement.stats import inference, verdicts
 from experiments.models import Arm, Experiment, RequestRecord
 from experiments.prompts import catalog
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from django.db.models import Avg, Count, Max, Sum
 
-from experiments.measurement.capacity import SAMPLES_COLUMN, STORED, Capacity
+from experiments.measurement.engine.capacity import SAMPLES_COLUMN, STORED, Capacity
 from experiments.models import Experiment, RunSummary
 
 POOL = {"max": Max, "mean": Avg, "sum": Sum}

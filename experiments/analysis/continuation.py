@@ -1,6 +1,6 @@
 """Whether an experiment with blocks added until settled runs another block, for which arms
-and, in a break-even search, at which levels (experiments/measurement/question.py decides its
-primary cells, experiments/measurement/planner.py places the search's levels).
+and, in a break-even search, at which levels (experiments/measurement/stats/question.py decides its
+primary cells, experiments/measurement/planning/planner.py places the search's levels).
 
 After every block from the third on (from the first on in a search), the worker asks
 `next_step`: another block while a primary cell is open (in a search: while an arm's search
@@ -8,7 +8,7 @@ has levels to run), the maximum is not reached and the device-minute budget allo
 page states the same step's reason once the experiment ends.
 
 With a budget, a block may not afford every arm that wants one. The arms are then taken in
-order of the fewest blocks their open cells are expected to need to settle (stats.blocks_to_settle,
+order of the fewest blocks their open cells are expected to need to settle (intervals.blocks_to_settle,
 at the current estimate and spread): a device-minute spent on an arm that can settle within
 what is left buys a word, one spent on an arm that cannot buys nothing. The baseline (and the
 A/A replicate) run in every block: every ratio needs them.
@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from django.db.models import Max
 
 from experiments.analysis import device_time
-from experiments.measurement import batch_schedule, planner, question, sequential, stats
+from experiments.measurement.deploy import batch_schedule
+from experiments.measurement.planning import planner
+from experiments.measurement.stats import intervals, question, sequential
 from experiments.models import Arm, EnvironmentSnapshot, Experiment
 
 SETTLED = "settled"
@@ -151,7 +153,7 @@ def _blocks_needed(decided: question.QuestionDecisions, claim: Claim, margin: fl
         if decision is None:
             needs.append(sequential.FIRST_LOOK)
             continue
-        total = stats.blocks_to_settle(decision.estimate, margin)
+        total = intervals.blocks_to_settle(decision.estimate, margin)
         needs.append(UNKNOWN_BLOCKS if total is None else max(1, total - decision.blocks))
     return min(needs, default=UNKNOWN_BLOCKS)
 

@@ -1,4 +1,4 @@
-"""Device-minutes from the records (definitions in experiments/measurement/device_cost.py): what
+"""Device-minutes from the records (definitions in experiments/measurement/planning/device_cost.py): what
 an experiment has used, and what a worker queue's servers and runs have cost lately, which the
 experiment form's estimate rests on.
 
@@ -12,8 +12,8 @@ from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
 from experiments.execution import worker_queues
-from experiments.measurement import device_cost
-from experiments.measurement.limits import Size
+from experiments.measurement.planning import device_cost
+from experiments.measurement.planning.limits import Size
 from experiments.models import Experiment, Run
 
 # How far back a queue's medians look: its last 40 server starts, and about as many sessions'

@@ -1,4 +1,4 @@
-"""The decisions on an experiment's primary cells (its question, experiments/measurement/question.py)
+"""The decisions on an experiment's primary cells (its question, experiments/measurement/stats/question.py)
 from its recorded runs: what the page shows and what decides whether a block is added."""
 
 from collections.abc import Sequence
@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from django.db.models import Min
 
 from experiments.analysis import continuation, search
-from experiments.measurement import inference, question, sequential, stats, verdicts
+from experiments.measurement.stats import inference, intervals, question, sequential, verdicts
 from experiments.models import Experiment, SpeedupEstimate
 
 
@@ -120,13 +120,13 @@ UNSETTLED = (sequential.OPEN, sequential.INCONCLUSIVE, verdicts.TOO_FEW_BLOCKS)
 
 
 def _to_settle(decision: question.Decision, experiment: Experiment, step: continuation.Step, labels: dict) -> str:
-    """An unsettled cell and about how much more would settle it: the blocks stats.blocks_to_settle
+    """An unsettled cell and about how much more would settle it: the blocks intervals.blocks_to_settle
     expects at its current estimate and spread (at least its first look's, FIRST_LOOK blocks), each a
     server session for the arm and for every control arm at this experiment's mean device-minutes
     per session."""
     arm, level = decision.key
     name = f"{labels.get(arm, '')} at {level}"
-    total = stats.blocks_to_settle(decision.estimate, experiment.equivalence_margin)
+    total = intervals.blocks_to_settle(decision.estimate, experiment.equivalence_margin)
     if total is None and decision.blocks >= sequential.FIRST_LOOK:
         return f"{name} (its spread gives no estimate of the blocks that would settle it)"
     more = max(1, max(total or 0, sequential.FIRST_LOOK) - decision.blocks)

@@ -2,7 +2,7 @@
 called it different from the baseline, which blames the host only where the replicate's
 spread between blocks is itself out of line with the host's earlier replicates.
 
-The replicate is a family of its own (experiments/measurement/question.py), tested like the
+The replicate is a family of its own (experiments/measurement/stats/question.py), tested like the
 candidates: with nothing differing, it is called at some primary level in at most 5 % of
 experiments. A call alone is therefore weak evidence that the host changed; a spread between
 blocks above what the same host's earlier replicates showed is stronger.
@@ -13,7 +13,7 @@ import statistics
 
 import numpy as np
 
-from experiments.measurement import question, sequential
+from experiments.measurement.stats import question, sequential
 from experiments.models import EnvironmentSnapshot, Experiment, SpeedupEstimate
 
 HISTORY_MIN = 5  # earlier replicates on the host before its spread is judged against them

@@ -1,4 +1,4 @@
-"""What the page and the API say of a break-even search (experiments/measurement/planner.py):
+"""What the page and the API say of a break-even search (experiments/measurement/planning/planner.py):
 per candidate arm where its search stopped, the bracket of settled words, the concurrency where
 the point estimates cross 1 inside it, the levels it measured and when each entered, and the
 confirmation arm that ran the derived schedule."""
@@ -6,7 +6,10 @@ confirmation arm that ran the derived schedule."""
 import json
 
 from experiments.analysis import continuation, device_time
-from experiments.measurement import batch_schedule, planner, question, sequential, stats, verdicts
+from experiments.measurement.deploy import batch_schedule
+from experiments.measurement.planning import planner
+from experiments.measurement.stats import question, sequential, verdicts
+from experiments.measurement.stats.break_even import log_crossing
 from experiments.models import Arm, Experiment
 
 BRACKETED = "bracketed"  # the chart's break-even state for a found search: between two settled levels
@@ -47,7 +50,7 @@ def crossing(search: planner.ArmSearch, decided: dict[question.CellKey, question
     low, high = decided[(arm, below)].estimate.point, decided[(arm, above)].estimate.point
     if low is None or high is None:
         return None
-    return stats.log_crossing(below, low, above, high)
+    return log_crossing(below, low, above, high)
 
 
 def _levels(arm: int, decided: dict[question.CellKey, question.Decision], entered: dict) -> list[dict]:

@@ -1,8 +1,8 @@
 """The statistics an experiment page shows, computed once from the recorded requests when
 the experiment ends and stored (SpeedupEstimate rows and one ExperimentAnalysis).
 
-This module reads PostgreSQL into experiments.measurement.inference.RunData and stores what
-experiments/measurement/inference.py computes from it; the simulation in scripts/check_verdicts.py
+This module reads PostgreSQL into experiments.measurement.stats.inference.RunData and stores what
+experiments/measurement/stats/inference.py computes from it; the simulation in scripts/check_verdicts.py
 calls the same inference code. Definitions are in docs/metrics.md and on the page.
 """
 
@@ -13,8 +13,9 @@ from django.db import transaction
 
 from experiments.analysis import breakdowns, continuation, primary, replicate, search
 from experiments.analysis.variance import variance_components
-from experiments.measurement import inference, prediction, question, stats, steps, stream_fidelity, verdicts
-from experiments.measurement.token_ids import unpack_token_ids
+from experiments.measurement.encoding.token_ids import unpack_token_ids
+from experiments.measurement.engine import prediction, steps, stream_fidelity
+from experiments.measurement.stats import acceptance, break_even, inference, intervals, latency, question, verdicts
 from experiments.models import (
     Arm,
     EnvironmentSnapshot,
@@ -101,7 +102,7 @@ def _estimate_row(
     low, high = (decision.equivalence_interval or (None, None)) if decision else (None, None)
     return SpeedupEstimate(
         primary=decision is not None,
-        confidence=decision.confidence if decision else stats.CONFIDENCE,
+        confidence=decision.confidence if decision else intervals.CONFIDENCE,
         p_value=decision.p_value if decision else None,
         equivalence_low=low,
         equivalence_high=high,
@@ -128,7 +129,7 @@ def _verdict_cells(cells: list[inference.CellResult], arm: Arm, metric: str, mar
     ]
 
 
-def _break_even_json(value: stats.BreakEven) -> dict:
+def _break_even_json(value: break_even.BreakEven) -> dict:
     return {"state": value.state, "level": value.level, "lo": value.lo, "hi": value.hi, "reason": value.reason}
 
 
@@ -221,7 +222,7 @@ def _cdf(values: list[float]) -> list[float | None]:
     if not values:
         return []
     step = 100 / (CDF_POINTS - 1)
-    return [stats.percentile(values, i * step) for i in range(CDF_POINTS)]
+    return [latency.percentile(values, i * step) for i in range(CDF_POINTS)]
 
 
 def _per_request_series(experiment: Experiment) -> dict:
@@ -255,23 +256,27 @@ def _per_request_series(experiment: Experiment) -> dict:
         if acceptance_length is not None:
             tau[cell].append(acceptance_length)
         emitted[cell] += max(0, output_tokens - 1)
-        decode[cell] += stats.decode_steps(output_tokens, accepted)
-        along[arm_id].append(stats.decode_step_tokens(output_tokens, accepted, chunks, speculative=speculative[arm_id]))
+        decode[cell] += acceptance.decode_steps(output_tokens, accepted)
+        along[arm_id].append(
+            acceptance.decode_step_tokens(output_tokens, accepted, chunks, speculative=speculative[arm_id])
+        )
         if accepted and proposed:
             steps[arm_id].append((accepted, proposed))
     along_output = {
-        str(arm_id): stats.tokens_per_step_along_output(r, ALONG_OUTPUT_BUCKET_TOKENS) for arm_id, r in along.items()
+        str(arm_id): acceptance.tokens_per_step_along_output(r, ALONG_OUTPUT_BUCKET_TOKENS)
+        for arm_id, r in along.items()
     }
     return {
         "tpot_cdf": {key: _cdf(values) for key, values in tpot.items()},
         "acceptance_length_cdf": {key: _cdf(values) for key, values in tau.items()},
-        "tokens_per_step": {cell: stats.tokens_per_decode_step(emitted[cell], decode[cell]) for cell in emitted},
+        "tokens_per_step": {cell: acceptance.tokens_per_decode_step(emitted[cell], decode[cell]) for cell in emitted},
         "along_output": {arm: buckets for arm, (buckets, _) in along_output.items()},
         # The requests left out; the key keeps the name it had when only merged chunks were read.
         "along_output_merged": {arm: left_out for arm, (_, left_out) in along_output.items()},
         "along_output_bucket_tokens": ALONG_OUTPUT_BUCKET_TOKENS,
         "conditional_drafted": {
-            str(arm_id): stats.per_position_conditional_from_steps(arm_steps) for arm_id, arm_steps in steps.items()
+            str(arm_id): acceptance.per_position_conditional_from_steps(arm_steps)
+            for arm_id, arm_steps in steps.items()
         },
     }
 
@@ -327,7 +332,7 @@ def _calibration(experiment: Experiment, baseline: Arm) -> list[tuple[Arm, dict[
 def _predicted_series(experiment, baseline, arms, cells) -> dict:
     """Per speculative arm, Leviathan et al.'s prediction at each level where the draft's cost
     was measured by a calibration arm, beside the measured engine-timed TPOT speedup (the decode
-    speed the formula predicts, experiments/measurement/prediction.py)."""
+    speed the formula predicts, experiments/measurement/engine/prediction.py)."""
     counters = _position_counters(experiment)
     calibrated = _calibration(experiment, baseline)
     calibration = {arm.params["model"]: rows for arm, rows in calibrated}
@@ -362,7 +367,7 @@ def _predicted_series(experiment, baseline, arms, cells) -> dict:
 
 def _step_accounting(experiment: Experiment, baseline: Arm, compared: list[Arm]) -> dict:
     """Steps, tokens per step and step time per arm and level, the relative cost of a step
-    against the baseline's and by how much tokens per step exceed it (experiments/measurement/steps.py)."""
+    against the baseline's and by how much tokens per step exceed it (experiments/measurement/engine/steps.py)."""
     accounting = _step_rows(experiment, baseline, compared)
     sentences = [
         {"arm_id": arm.id, "text": steps.sentence(arm.label, [row for row in accounting if row.arm == arm.id])}
@@ -383,7 +388,7 @@ STREAM_COLUMNS = (
 
 def _stream_runs(experiment: Experiment) -> list[dict]:
     """Per succeeded run, how its stream compared with the engine's timing
-    (experiments/measurement/stream_fidelity.py) and whether it is flagged."""
+    (experiments/measurement/engine/stream_fidelity.py) and whether it is flagged."""
     summaries = RunSummary.objects.succeeded_of(experiment).select_related("run").order_by("run_id")
     return [
         {
@@ -490,7 +495,7 @@ def _run_warnings(experiment: Experiment) -> list[str]:
 # ---------------------------------------------------------------- the whole analysis
 
 
-def _estimate_json(estimate: stats.RatioEstimate) -> dict:
+def _estimate_json(estimate: intervals.RatioEstimate) -> dict:
     return {"point": estimate.point, "lo": estimate.lo, "hi": estimate.hi, "figure": verdicts.figure(estimate)}
 
 

@@ -1,6 +1,6 @@
 """The variance components of each compared arm's block log ratios (server start against run),
 the start-up and run times, and the rounds per server session they would call for
-(experiments/measurement/variance_components.py; definitions on the page and in docs/verdicts.md).
+(experiments/measurement/stats/variance_components.py; definitions on the page and in docs/verdicts.md).
 
 Shown, not acted on: the worker runs every level once per server session. Stored by
 experiments/analysis/services.py as the analysis' series["variance_components"].
@@ -8,8 +8,8 @@ experiments/analysis/services.py as the analysis' series["variance_components"].
 
 import math
 
-from experiments.measurement import inference
-from experiments.measurement import variance_components as vc
+from experiments.measurement.stats import inference
+from experiments.measurement.stats import variance_components as vc
 from experiments.models import Arm, Experiment, Run, SpeedupEstimate
 
 METRICS = (SpeedupEstimate.Metric.SERVER_TPOT, SpeedupEstimate.Metric.E2E)

@@ -4,7 +4,7 @@ the grid (an arm at a level with its stored estimate)."""
 
 from dataclasses import dataclass
 
-from experiments.measurement import sequential, stats, verdicts
+from experiments.measurement.stats import intervals, sequential, verdicts
 from experiments.models import SpeedupEstimate
 
 SPEEDUP_METRICS = (
@@ -61,7 +61,7 @@ class GridCell:
     def confidence_label(self) -> str:
         """The interval's confidence when it is not the usual 95 %: e.g. "98.8 %"."""
         e = self.estimate
-        if e is None or round(e.confidence, 4) == stats.CONFIDENCE:
+        if e is None or round(e.confidence, 4) == intervals.CONFIDENCE:
             return ""
         return f"{e.confidence:.1%}"
 
@@ -74,7 +74,7 @@ class GridCell:
         if self.estimate is None:
             return "–"
         e = self.estimate
-        return verdicts.figure(stats.RatioEstimate(e.point, e.ci_low, e.ci_high))
+        return verdicts.figure(intervals.RatioEstimate(e.point, e.ci_low, e.ci_high))
 
     @property
     def failures(self) -> str:

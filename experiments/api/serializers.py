@@ -14,7 +14,8 @@ from rest_framework import serializers
 from experiments.api.payloads import PROGRESS_COUNTS
 from experiments.api.submission import ARMS_KEY
 from experiments.definition.forms import ArmForm, ExperimentForm
-from experiments.measurement import batch_schedule, stream_fidelity
+from experiments.measurement.deploy import batch_schedule
+from experiments.measurement.engine import stream_fidelity
 from experiments.models import Experiment, RequestRecord, Run, RunSummary
 from experiments.results.exports import REQUEST_EXPORT_FIELDS, SUMMARY_EXPORT_FIELDS
 
@@ -496,7 +497,7 @@ RequestRowSerializer = _row_serializer(
     RequestRecord,
     REQUEST_EXPORT_FIELDS,
     {
-        # Stored packed (experiments/measurement/packed.py), given as lists of numbers.
+        # Stored packed (experiments/measurement/encoding/packed.py), given as lists of numbers.
         "chunk_times_ms": serializers.ListField(
             child=serializers.FloatField(), help_text=RequestRecord._meta.get_field("chunk_times_ms").help_text
         ),

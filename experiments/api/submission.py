@@ -16,7 +16,7 @@ from django.db import models
 from experiments.definition import prefill
 from experiments.definition.forms import ARM_FORMSET_PREFIX, ArmForm, ArmFormSet, ExperimentForm, protocol_is_valid
 from experiments.definition.services import ArmSpec
-from experiments.measurement import batch_schedule
+from experiments.measurement.deploy import batch_schedule
 from experiments.models import Experiment
 
 ARMS_KEY = "arms"

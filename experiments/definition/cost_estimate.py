@@ -1,12 +1,12 @@
 """The experiment form's estimate of a plan's device-minutes, before it is submitted: the plan
-as the form holds it (experiments/measurement/device_cost.py counts it), priced with its worker
+as the form holds it (experiments/measurement/planning/device_cost.py counts it), priced with its worker
 queue's recorded costs (experiments/analysis/device_time.py). Reads only."""
 
 from experiments.analysis import device_time
 from experiments.analysis.variance import ONE_SERVER_PER_RUN_METHODS
 from experiments.definition.forms import BaseArmFormSet, ExperimentForm
-from experiments.measurement import device_cost
-from experiments.measurement.limits import Size
+from experiments.measurement.planning import device_cost
+from experiments.measurement.planning.limits import Size
 from experiments.models import Arm, Experiment
 
 # The fields the estimate cannot do without; the others take their model defaults.

@@ -13,9 +13,10 @@ from django.db import models
 from experiments import teams
 from experiments.definition.services import REPLICATE_LABEL, ArmSpec, arm_default_label
 from experiments.execution import worker_queues
-from experiments.measurement import batch_schedule, limits
-from experiments.measurement.limits import MAX_LOOKUP, MAX_SPECULATIVE_TOKENS
-from experiments.measurement.planner import MIN_RESOLUTION, SearchRange
+from experiments.measurement.deploy import batch_schedule
+from experiments.measurement.planning import limits
+from experiments.measurement.planning.limits import MAX_LOOKUP, MAX_SPECULATIVE_TOKENS
+from experiments.measurement.planning.planner import MIN_RESOLUTION, SearchRange
 from experiments.models import MAX_TENSOR_PARALLEL_SIZE, Arm, Experiment, UploadedPromptSet
 from experiments.prompts import catalog
 from experiments.prompts.input_lengths import parse_length_distribution
@@ -198,7 +199,7 @@ def measured_levels_at_most(cleaned: dict) -> list[int]:
 
 
 def experiment_limit_s(cleaned: dict, *, arms: int) -> float:
-    """The longest the experiment's task may run with `arms` arms (experiments/measurement/limits.py)."""
+    """The longest the experiment's task may run with `arms` arms (experiments/measurement/planning/limits.py)."""
     size = limits.Size(
         warmup=cleaned["warmup_requests"],
         prompts=cleaned["num_prompts"],

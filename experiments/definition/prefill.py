@@ -11,7 +11,7 @@ import json
 from django import forms
 
 from experiments.definition.forms import ARM_FORMSET_PREFIX, PATH_METHODS, ExperimentForm, TeamForm, model_choice_field
-from experiments.measurement import batch_schedule
+from experiments.measurement.deploy import batch_schedule
 from experiments.models import Arm, Experiment
 from experiments.prompts import catalog
 

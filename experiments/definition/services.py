@@ -7,7 +7,7 @@ from django.db import transaction
 
 from experiments import teams
 from experiments.execution import blocks, dispatch
-from experiments.measurement import batch_schedule
+from experiments.measurement.deploy import batch_schedule
 from experiments.models import Arm, Experiment
 
 

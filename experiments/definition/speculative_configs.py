@@ -7,8 +7,8 @@ the form's bounds; every other key, trust_remote_code among them, is refused."""
 import json
 from typing import cast
 
-from experiments.measurement import batch_schedule
-from experiments.measurement.limits import MAX_LOOKUP, MAX_SPECULATIVE_TOKENS
+from experiments.measurement.deploy import batch_schedule
+from experiments.measurement.planning.limits import MAX_LOOKUP, MAX_SPECULATIVE_TOKENS
 from experiments.models import Arm
 from experiments.rules import json_input, server_settings, text_rules
 from experiments.rules.model_paths import model_path_refusal

@@ -1,13 +1,13 @@
 """Queueing an experiment's runs at their places in the randomised block schedule
-(experiments/measurement/schedule.py): every block at submission, or with blocks added until
+(experiments/measurement/planning/schedule.py): every block at submission, or with blocks added until
 settled the first ones, then one block at a time for the arms whose question is still open."""
 
 from collections.abc import Mapping
 
 from django.db.models import Max
 
-from experiments.measurement import batch_schedule
-from experiments.measurement.schedule import Slot, added_block, schedule
+from experiments.measurement.deploy import batch_schedule
+from experiments.measurement.planning.schedule import Slot, added_block, schedule
 from experiments.models import Arm, Experiment, Run
 
 

@@ -11,8 +11,8 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from experiments.execution import dispatch
-from experiments.measurement import trace_shares
-from experiments.measurement.differences import hardware_label
+from experiments.measurement.engine import trace_shares
+from experiments.measurement.stats.differences import hardware_label
 from experiments.models import Arm, EnvironmentSnapshot, Experiment, IllegalTransition, ProfiledInterval, Run
 
 RUN_TRANSITIONS = {

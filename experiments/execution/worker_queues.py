@@ -16,7 +16,7 @@ from django.conf import settings
 from django.core.cache import cache
 from kombu.exceptions import OperationalError
 
-from experiments.measurement.differences import hardware_label
+from experiments.measurement.stats.differences import hardware_label
 from specdash.celery import app
 
 logger = logging.getLogger(__name__)

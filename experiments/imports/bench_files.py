@@ -11,7 +11,7 @@ import json
 import math
 from dataclasses import dataclass, field
 
-from experiments.measurement.limits import MAX_SPECULATIVE_TOKENS
+from experiments.measurement.planning.limits import MAX_SPECULATIVE_TOKENS
 from experiments.rules import json_input, text_rules
 
 MAX_FILE_BYTES = 8 * 1024 * 1024

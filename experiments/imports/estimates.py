@@ -2,7 +2,7 @@
 the files report: point estimates, with no interval and no verdict.
 
 A file saved without --save-detailed keeps each latency's mean, median and percentiles but
-not its requests, so the analysis (experiments/measurement/inference.py), which pairs the arm's and the
+not its requests, so the analysis (experiments/measurement/stats/inference.py), which pairs the arm's and the
 baseline's requests prompt by prompt, finds nothing to pair and stores no speedup. Here, in
 each block (the arm's and the baseline's files with the same repetition number at a level),
 the ratio is the baseline's mean over the arm's, and the estimate is the geometric mean of
@@ -18,12 +18,12 @@ Only cells where no block has rows on both sides get one; the others keep the an
 
 from collections import defaultdict
 
-from experiments.measurement import stats
+from experiments.measurement.stats import intervals
 from experiments.models import Experiment, ExperimentAnalysis, RunSummary, SpeedupEstimate
 
 Metric = SpeedupEstimate.Metric
 MEAN_COLUMNS = {Metric.TTFT: "ttft_mean_ms", Metric.TPOT: "tpot_mean_ms", Metric.E2E: "e2e_mean_ms"}
-POINT_ESTIMATE = "point estimate"  # the outcome word: not a verdict (experiments/measurement/verdicts.py)
+POINT_ESTIMATE = "point estimate"  # the outcome word: not a verdict (experiments/measurement/stats/verdicts.py)
 NOTE = "point estimate from the files' means, no interval"
 
 
@@ -47,7 +47,7 @@ def point_estimates_of(experiment: Experiment) -> list[SpeedupEstimate]:
 def block_ratios(baseline: dict[int, dict], arm: dict[int, dict], metric: str) -> list[float]:
     """Per block both sides ran, the baseline's mean over the arm's (above 1: the arm is faster)."""
     ratios = [
-        stats.run_ratio(baseline[block][metric], arm[block][metric], higher_is_better=False)
+        intervals.run_ratio(baseline[block][metric], arm[block][metric], higher_is_better=False)
         for block in sorted(baseline.keys() & arm.keys())
     ]
     return [ratio for ratio in ratios if ratio is not None]
@@ -74,7 +74,7 @@ def summary_estimates_add(*, experiment: Experiment, analysis: ExperimentAnalysi
         level = estimate.concurrency
         ratios = block_ratios(means[(baseline.id, level)], means[(estimate.arm_id, level)], estimate.metric)
         if ratios:
-            estimate.point = stats.block_interval(ratios).point
+            estimate.point = intervals.block_interval(ratios).point
             estimate.block_ratios, estimate.n_repetitions = ratios, len(ratios)
             estimate.note, estimate.outcome = NOTE, POINT_ESTIMATE
             filled.append(estimate)

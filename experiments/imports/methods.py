@@ -22,7 +22,7 @@ from dataclasses import replace
 from experiments.definition.speculative_configs import config_params as _params
 from experiments.definition.speculative_configs import config_problem, is_k
 from experiments.imports.bench_files import MAX_FILES, MAX_LABEL_CHARS, BenchFile, BenchFileRefused, StatedMethod
-from experiments.measurement.limits import MAX_SPECULATIVE_TOKENS
+from experiments.measurement.planning.limits import MAX_SPECULATIVE_TOKENS
 from experiments.models import Arm
 from experiments.rules import json_input, text_rules
 

@@ -37,7 +37,7 @@ class SpeedupEstimate(models.Model):
     block_ratios = ArrayField(models.FloatField(), default=list, help_text="The speedup measured in each block.")
     failed_baseline = models.PositiveIntegerField(default=0)
     failed_arm = models.PositiveIntegerField(default=0)
-    # A primary cell (the experiment's question) is decided by experiments/measurement/sequential.py:
+    # A primary cell (the experiment's question) is decided by experiments/measurement/stats/sequential.py:
     # its interval is at `confidence` (adjusted for the family and the looks) and rests on the
     # blocks up to the look that settled it; the other cells' words are unadjusted, at 95 %.
     primary = models.BooleanField(default=False)

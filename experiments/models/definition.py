@@ -13,11 +13,11 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import F, Q
 
-from experiments.measurement import batch_schedule
-from experiments.measurement.limits import MAX_SPECULATIVE_TOKENS
-from experiments.measurement.planner import MIN_RESOLUTION, SearchRange
-from experiments.measurement.question import Question
-from experiments.measurement.sequential import BOUNDARIES, FIRST_LOOK, POCOCK_BOUNDARY, SPENDING_BOUNDARY, Design
+from experiments.measurement.deploy import batch_schedule
+from experiments.measurement.planning.limits import MAX_SPECULATIVE_TOKENS
+from experiments.measurement.planning.planner import MIN_RESOLUTION, SearchRange
+from experiments.measurement.stats.question import Question
+from experiments.measurement.stats.sequential import BOUNDARIES, FIRST_LOOK, POCOCK_BOUNDARY, SPENDING_BOUNDARY, Design
 from experiments.rules import server_settings
 from experiments.rules.server_settings import MAX_TENSOR_PARALLEL_SIZE
 from experiments.teams import visible_q
@@ -156,7 +156,7 @@ class Experiment(models.Model):
     equivalence_margin = models.FloatField(
         default=0.02, help_text="Smallest speedup worth acting on, as a fraction (0.02 = 2 %)."
     )
-    # The question (experiments/measurement/question.py): the metric and levels whose cells get
+    # The question (experiments/measurement/stats/question.py): the metric and levels whose cells get
     # the family-wise controlled words, and how the blocks are spent on them.
     primary_metric = models.CharField(
         max_length=32, default="server_tpot",
@@ -191,7 +191,7 @@ class Experiment(models.Model):
         help_text="With a sequential design, no block is added once the runs so far and the next block's "
         "expected time would pass this many device-minutes; empty: blocks only.",
     )  # fmt: skip
-    # A break-even search (experiments/measurement/planner.py): the range and resolution of its grid of
+    # A break-even search (experiments/measurement/planning/planner.py): the range and resolution of its grid of
     # levels. Its concurrency_levels are the levels measured so far: the ends, then those it adds.
     search_low = models.PositiveIntegerField(
         null=True, blank=True, help_text="Break-even search: the lowest concurrency of the range."
@@ -343,7 +343,7 @@ class Experiment(models.Model):
 
     @property
     def question(self) -> Question:
-        """What the experiment asked and how its blocks are spent on it (experiments/measurement/question.py)."""
+        """What the experiment asked and how its blocks are spent on it (experiments/measurement/stats/question.py)."""
         design = Design(
             max_blocks=self.repetitions,
             sequential=self.adds_blocks,
@@ -471,7 +471,7 @@ class Arm(models.Model):
     # measures what a draft step costs, and is never compared with the baseline.
     is_calibration = models.BooleanField(default=False)
     # A confirmation arm runs the batch-size schedule of k derived from another arm's verdicts
-    # (experiments/measurement/batch_schedule.py): added by the break-even search once that arm's
+    # (experiments/measurement/deploy/batch_schedule.py): added by the break-even search once that arm's
     # break-even is found, so that the recommended --speculative-config is measured, not only derived.
     confirms = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.CASCADE, related_name="confirmations",
@@ -542,7 +542,7 @@ class Arm(models.Model):
 
     # Keys a method's config may carry beside PARAM_KEYS, vLLM's default applying when absent
     # (experiments/rules/server_settings.py's per-arm settings, checked by the same test).
-    # vLLM 0.32's batch-size schedule (experiments/measurement/batch_schedule.py) for every method.
+    # vLLM 0.32's batch-size schedule (experiments/measurement/deploy/batch_schedule.py) for every method.
     OPTIONAL_PARAM_KEYS = {
         method: (*(_ARM_FIELDS if method in server_settings.DRAFT_TP_METHODS else ()), batch_schedule.KEY)
         for method in PARAM_KEYS

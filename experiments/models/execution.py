@@ -9,7 +9,7 @@ from typing import Self
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
-from experiments.measurement import stream_fidelity
+from experiments.measurement.engine import stream_fidelity
 from experiments.models.definition import Arm, Experiment
 from experiments.models.fields import PackedArrayField
 
@@ -31,7 +31,7 @@ class RunQuerySet(models.QuerySet):
         return self.filter(synthetic_acceptance_length__isnull=False)
 
     def in_execution_order(self, *, server_per_block: bool) -> Self:
-        """The order the worker runs them in (experiments/measurement/schedule.py): block by block, each
+        """The order the worker runs them in (experiments/measurement/planning/schedule.py): block by block, each
         block's arms in their drawn order; with one server per arm, arm by arm."""
         if server_per_block:
             return self.order_by("repetition", "block_position", "level_position", "id")
@@ -162,7 +162,7 @@ class RunSummary(models.Model):
     server_tpot_p90_ms = models.FloatField(null=True)
     server_tpot_p99_ms = models.FloatField(null=True)
 
-    # Whether the client saw the stream as the engine made it (experiments/measurement/stream_fidelity.py);
+    # Whether the client saw the stream as the engine made it (experiments/measurement/engine/stream_fidelity.py);
     # null on runs recorded before the engine's times were.
     stream_checked = models.PositiveIntegerField(
         null=True, help_text="Requests whose stream could be compared with the engine's timing."
@@ -251,7 +251,7 @@ class RequestRecord(models.Model):
     ttft_ms = models.FloatField(null=True)
     e2e_ms = models.FloatField(null=True)
     tpot_ms = models.FloatField(null=True, help_text="(E2E - TTFT) / (output tokens - 1); empty for one token.")
-    # The four lists and the output token ids are stored packed (experiments/measurement/packed.py): PostgreSQL
+    # The four lists and the output token ids are stored packed (experiments/measurement/encoding/packed.py): PostgreSQL
     # copies bytes where an array column parsed every element, which made ingestion slow
     # (docs/benchmarks.md). The ORM reads them back as lists.
     chunk_times_ms = PackedArrayField(
@@ -263,7 +263,7 @@ class RequestRecord(models.Model):
     spec_acceptance_length = models.FloatField(null=True)
     spec_accepted_per_step = PackedArrayField(element="uint16", null=True)
     spec_proposed_per_step = PackedArrayField(element="uint16", null=True)
-    # The output's token ids as unsigned 32-bit little-endian integers (experiments/measurement/token_ids.py):
+    # The output's token ids as unsigned 32-bit little-endian integers (experiments/measurement/encoding/token_ids.py):
     # enough to tell whether an arm's output equals the baseline's, and where it first differs.
     output_token_ids = models.BinaryField(null=True)
     queue_ms = models.FloatField(
@@ -313,7 +313,7 @@ class ProfiledInterval(models.Model):
     """A short extra interval of one arm at one level, run under vLLM's torch profiler on the
     server of the arm's last block, after its measured runs. Not a Run: the profiler slows
     the engine, so its requests are not stored and no latency, throughput or verdict reads
-    it. What it gives is where a step's time goes (experiments/measurement/trace_shares.py)."""
+    it. What it gives is where a step's time goes (experiments/measurement/engine/trace_shares.py)."""
 
     experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="profiled_intervals")
     arm = models.ForeignKey(Arm, on_delete=models.CASCADE, related_name="profiled_intervals")

@@ -5,11 +5,11 @@ from typing import Any
 
 from django.db import models
 
-from experiments.measurement.packed import PACKINGS, pack, unpack
+from experiments.measurement.encoding.packed import PACKINGS, pack, unpack
 
 
 class PackedArrayField(models.BinaryField):
-    """A list of numbers stored as packed little-endian bytes (experiments/measurement/packed.py), read
+    """A list of numbers stored as packed little-endian bytes (experiments/measurement/encoding/packed.py), read
     back as a list of Python numbers: the ORM, the API and the downloads see lists as they
     did when these columns were PostgreSQL arrays; None is NULL and [] is empty bytes."""
 

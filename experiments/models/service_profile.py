@@ -65,6 +65,6 @@ class ServiceProfile(models.Model):
 
     @property
     def slos(self) -> dict[str, float]:
-        """The SLOs set, by metric (experiments/measurement/service_bands.SLO_METRICS)."""
+        """The SLOs set, by metric (experiments/measurement/deploy/service_bands.SLO_METRICS)."""
         limits = {"TTFT": self.slo_ttft_ms, "TPOT": self.slo_tpot_ms, "E2E": self.slo_e2e_ms}
         return {metric: limit for metric, limit in limits.items() if limit is not None}

@@ -15,7 +15,8 @@ from django.db.models import Aggregate, Avg, Count, Max, Min, Sum
 
 from experiments.analysis import capacity
 from experiments.analysis.verdict_grid import SPEEDUP_METRICS, GridCell
-from experiments.measurement import stats, stream_fidelity
+from experiments.measurement.engine import stream_fidelity
+from experiments.measurement.stats import acceptance
 from experiments.models import Experiment, ExperimentAnalysis, Run, RunSummary, SpeedupEstimate
 
 BASELINE_COLOUR = "#6e7781"
@@ -69,7 +70,7 @@ class Cell:
 
     @property
     def acceptance_length(self) -> float | None:
-        return stats.acceptance_length(self.accepted, self.drafts)
+        return acceptance.acceptance_length(self.accepted, self.drafts)
 
     @property
     def low_concurrency(self) -> bool:
@@ -105,7 +106,7 @@ class PositionAcceptance:
 
 @dataclass(frozen=True)
 class StepInterval:
-    """A stored step-accounting estimate (experiments/measurement/steps.py) in the shape the ratio cells read."""
+    """A stored step-accounting estimate (experiments/measurement/engine/steps.py) in the shape the ratio cells read."""
 
     point: float | None
     ci_low: float | None
@@ -274,7 +275,7 @@ class Results:
     @property
     def predicted_rows(self) -> list[tuple[ArmStyle, dict, dict, StepInterval, StepInterval, StepInterval]]:
         """(arm, arm's series, point, c, predicted, measured TPOT speedup) per speculative arm and
-        level (experiments/measurement/prediction.py); the three figures in the shape the ratio cells read."""
+        level (experiments/measurement/engine/prediction.py); the three figures in the shape the ratio cells read."""
         series = self._predicted
         return [
             (
@@ -346,7 +347,7 @@ class Results:
 
 
 def arm_styles(*, experiment: Experiment) -> list[ArmStyle]:
-    """The arms the comparison shows (not a calibration arm, experiments/measurement/prediction.py) in
+    """The arms the comparison shows (not a calibration arm, experiments/measurement/engine/prediction.py) in
     position order, each with its colour: grey for the baseline."""
     arms, speculative = [], 0
     for arm in experiment.arms.compared_or_baseline().order_by("position"):
@@ -434,8 +435,8 @@ def acceptance_by_position(
             arm=arm,
             drafts=pooled[arm.id]["drafts"],
             accepted=pooled[arm.id]["accepted"],
-            unconditional=stats.per_position_unconditional(pooled[arm.id]["accepted"], pooled[arm.id]["drafts"]),
-            conditional=stats.per_position_conditional(pooled[arm.id]["accepted"], pooled[arm.id]["drafts"]),
+            unconditional=acceptance.per_position_unconditional(pooled[arm.id]["accepted"], pooled[arm.id]["drafts"]),
+            conditional=acceptance.per_position_conditional(pooled[arm.id]["accepted"], pooled[arm.id]["drafts"]),
             drafted=[tuple(pair) for pair in drafted.get(str(arm.id), [])],
         )
         for arm in arms

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from django.db.models import QuerySet
 
-from experiments.measurement.token_ids import unpack_token_ids
+from experiments.measurement.encoding.token_ids import unpack_token_ids
 from experiments.models import Experiment, RequestRecord, RunSummary
 
 # Columns that say which cell a row belongs to, then every column of the row's table.

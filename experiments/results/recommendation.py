@@ -1,5 +1,5 @@
 """The experiment page's recommendation: what to deploy at each level of the question, from
-the primary cells' words the analysis stored (experiments/measurement/recommendation.py), and
+the primary cells' words the analysis stored (experiments/measurement/deploy/recommendation.py), and
 the derived --speculative-config when an arm pays only up to some batch size."""
 
 import json
@@ -7,7 +7,7 @@ from urllib.parse import urlencode
 
 from django.urls import reverse
 
-from experiments.measurement import recommendation
+from experiments.measurement.deploy import recommendation
 from experiments.models import Experiment
 
 

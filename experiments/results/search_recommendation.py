@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 
 from django.urls import reverse
 
-from experiments.measurement import planner
+from experiments.measurement.planning import planner
 from experiments.models import Arm, Experiment
 
 

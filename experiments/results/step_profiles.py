@@ -1,6 +1,7 @@
 """The experiment page's profile section: per arm and level, the shares of a profiled
-interval (experiments/measurement/trace_shares.py) and the step time they split (experiments/measurement/steps.py), and
-the chart data of that section and of the capacity figures (experiments/analysis/capacity.py).
+interval (experiments/measurement/engine/trace_shares.py) and the step time they split
+(experiments/measurement/engine/steps.py), and the chart data of that section and of the capacity
+figures (experiments/analysis/capacity.py).
 
 The step time comes from the measured runs (the step accounting stored in the analysis),
 not from the profiled interval, whose profiler slows the engine: the profile says how a step
@@ -10,7 +11,7 @@ divides, the measured runs how long it is. Reads one query of ProfiledInterval r
 from dataclasses import dataclass
 
 from experiments.analysis import capacity
-from experiments.measurement import trace_shares as profiles
+from experiments.measurement.engine import trace_shares as profiles
 from experiments.models import Experiment, ProfiledInterval
 from experiments.results.block import Results
 

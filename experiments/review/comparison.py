@@ -11,7 +11,14 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from experiments.analysis.verdict_grid import SPEEDUP_METRICS
-from experiments.measurement.differences import Difference, Protocol, alike, differences, hardware_label, shared_levels
+from experiments.measurement.stats.differences import (
+    Difference,
+    Protocol,
+    alike,
+    differences,
+    hardware_label,
+    shared_levels,
+)
 from experiments.models import Arm, EnvironmentSnapshot, Experiment, SpeedupEstimate
 from experiments.results import block as results
 from experiments.results.block import ArmStyle, Cell, Spread

@@ -3,14 +3,15 @@ every cited experiment's arm with the decided --speculative-config (runs at the 
 the decision's concurrency), counted per prompt category from the requests' per-step counts
 where the prompt set has categories, else from the runs' vLLM counters; and the break-even
 concurrency each experiment's stored analysis found for the decision's metric.
-experiments/measurement/guardrails.py turns them into the rules file."""
+experiments/measurement/deploy/guardrails.py turns them into the rules file."""
 
 import math
 from collections import defaultdict
 
 from experiments.analysis import breakdowns, search
-from experiments.measurement import guardrails, stats
-from experiments.measurement.guardrails import BreakEven, Counts, Deployment, Measured
+from experiments.measurement.deploy import guardrails
+from experiments.measurement.deploy.guardrails import BreakEven, Counts, Deployment, Measured
+from experiments.measurement.stats import break_even
 from experiments.models import Arm, Decision, ExperimentAnalysis, RequestRecord, RunSummary
 
 
@@ -116,7 +117,7 @@ def _break_evens(arms: list[Arm], metric: str) -> list[BreakEven]:
             level = even["level"]
             if even["state"] == search.BRACKETED and level is None:
                 level = math.sqrt(even["lo"] * even["hi"])
-            if even["state"] in (stats.CROSSES, search.BRACKETED):
+            if even["state"] in (break_even.CROSSES, search.BRACKETED):
                 found.append(BreakEven(experiment_of[row["arm_id"]], row["arm"], level, even["lo"], even["hi"]))
     return found
 

@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from experiments import teams
 from experiments.analysis.verdict_grid import SPEEDUP_METRICS, GridCell
-from experiments.measurement import verdicts
+from experiments.measurement.stats import verdicts
 from experiments.models import Arm, Decision, DecisionEvidence, Experiment, Run, SpeedupEstimate
 from experiments.review.selectors import decisions_citing
 

@@ -34,7 +34,7 @@ from django.utils import timezone
 
 from experiments import teams
 from experiments.analysis.verdict_grid import GridCell
-from experiments.measurement import verdicts
+from experiments.measurement.stats import verdicts
 from experiments.models import (
     Arm,
     Comment,

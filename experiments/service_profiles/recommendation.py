@@ -1,6 +1,6 @@
 """The profile page's recommendation: per concurrency band of the service's load, what to run,
 from the evidence the selector read (experiments/service_profiles/selectors.py) by the rules of
-experiments/measurement/service_bands.py; and the "propose this as a decision" link, which
+experiments/measurement/deploy/service_bands.py; and the "propose this as a decision" link, which
 fills the decision form (experiments/review/decision_views.decision_new) with the service, the
 proposal and every experiment the bands rest on as evidence."""
 
@@ -8,7 +8,7 @@ from urllib.parse import urlencode
 
 from django.urls import reverse
 
-from experiments.measurement import service_bands
+from experiments.measurement.deploy import service_bands
 from experiments.models import ServiceProfile
 from experiments.service_profiles.selectors import ProfileEvidence
 

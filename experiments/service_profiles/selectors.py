@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from django.db.models import QuerySet
 from django.db.models.fields.json import KeyTransform
 
-from experiments.measurement import service_bands
+from experiments.measurement.deploy import service_bands
 from experiments.models import Arm, Decision, Experiment, RunSummary, ServiceProfile, SpeedupEstimate, UploadedPromptSet
 from experiments.prompts import catalog
 

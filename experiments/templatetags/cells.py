@@ -12,7 +12,7 @@ from django.utils.safestring import mark_safe
 from django.utils.text import slugify
 
 from experiments.analysis.verdict_grid import OUTCOME_STYLE
-from experiments.measurement import verdicts
+from experiments.measurement.stats import verdicts
 
 register = template.Library()
 

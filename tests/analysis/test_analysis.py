@@ -6,7 +6,7 @@ import pytest
 
 from experiments.analysis import services
 from experiments.analysis.services import experiment_analyse
-from experiments.measurement.token_ids import pack_token_ids, unpack_token_ids
+from experiments.measurement.encoding.token_ids import pack_token_ids, unpack_token_ids
 from experiments.models import Arm, EnvironmentSnapshot, Experiment, RequestRecord, Run, RunSummary, SpeedupEstimate
 from tests.factories import ArmFactory, ExperimentFactory, RequestRecordFactory, RunFactory, RunSummaryFactory
 

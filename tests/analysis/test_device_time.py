@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 
 from experiments.analysis import device_time
-from experiments.measurement.device_cost import Median
+from experiments.measurement.planning.device_cost import Median
 from experiments.models import Experiment, Run
 from tests.factories import ArmFactory, ExperimentFactory, RunFactory
 

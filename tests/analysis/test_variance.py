@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from experiments.analysis import variance
 from experiments.analysis.services import experiment_analyse, load_runs
-from experiments.measurement import variance_components as vc
+from experiments.measurement.stats import variance_components as vc
 from experiments.models import Arm, Experiment, Run, SpeedupEstimate
 from tests.factories import ArmFactory, ExperimentFactory, RequestRecordFactory, RunFactory, RunSummaryFactory
 

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from unittest import mock
 
@@ -21,7 +22,9 @@ from experiments.definition import services as definition
 from experiments.definition.forms import ExperimentForm
 from experiments.execution import dispatch, worker_queues
 from experiments.execution import services as execution
-from experiments.measurement import limits
+from experiments.measurement.engine import capacity, stream_fidelity
+from experiments.measurement.engine.capacity import CapacityFigures
+from experiments.measurement.planning import limits
 from experiments.models import Experiment, RequestRecord, Run, RunSummary
 from specdash.env import env_seconds_by_name
 from tests.factories import (
@@ -263,6 +266,32 @@ def test_a_spool_file_written_before_the_worker_modules_moved_is_still_stored(sp
     run.refresh_from_db()
     assert run.status == Run.Status.SUCCEEDED
     assert RequestRecord.objects.filter(run=run).count() == 3
+
+
+def test_a_spool_file_written_before_measurement_moved_into_families_is_still_stored(spool_folder, monkeypatch):
+    """The stream checks and capacity figures a spooled run holds were pickled under
+    experiments.measurement.stream_fidelity and experiments.measurement.capacity."""
+    run = RunFactory(status=Run.Status.RUNNING)
+    record = _record(run)
+    record = replace(record, load=replace(record.load, capacity=CapacityFigures(samples=2, kv_cache_peak=0.5)))
+    old_names = (
+        (stream_fidelity, "experiments.measurement.stream_fidelity"),
+        (capacity, "experiments.measurement.capacity"),
+    )
+    with monkeypatch.context() as before_the_move:
+        for module, was in old_names:
+            before_the_move.setitem(sys.modules, was, module)
+            for value in vars(module).values():
+                if isinstance(value, type) and value.__module__ == module.__name__:
+                    before_the_move.setattr(value, "__module__", was)
+        path = spool.spool_write(record, worker_name=WORKER)
+    assert b"experiments.measurement.stream_fidelity" in path.read_bytes()
+    assert b"experiments.measurement.capacity" in path.read_bytes()
+
+    assert spool.spool_read(path).load.capacity == CapacityFigures(samples=2, kv_cache_peak=0.5)
+    assert spool.spool_store(path, wait_s=0)
+    run.refresh_from_db()
+    assert run.status == Run.Status.SUCCEEDED
 
 
 def test_results_wait_on_disk_while_the_database_does_not_answer(spool_folder):

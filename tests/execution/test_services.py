@@ -158,7 +158,7 @@ def test_no_calibration_arm_without_the_setting(user, celery_dispatch):
 
 
 def test_create_adds_the_replicate_and_stores_the_block_schedule(user, celery_dispatch):
-    from experiments.measurement.schedule import block_orders
+    from experiments.measurement.planning.schedule import block_orders
 
     experiment = definition.experiment_create(
         owner=user,

@@ -14,7 +14,7 @@ from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
 from experiments.api import client as specdash_client
-from experiments.measurement import trace_shares
+from experiments.measurement.engine import trace_shares
 from experiments.models import Arm, Experiment, ExperimentAnalysis, ProfiledInterval
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]

@@ -27,9 +27,9 @@ from experiments.analysis import acceptance_sweep, device_time
 from experiments.definition import services as definition
 from experiments.definition.services import ArmSpec
 from experiments.execution import worker_queues
-from experiments.measurement import prediction
-from experiments.measurement.token_ids import unpack_token_ids
-from experiments.measurement.verdicts import FASTER, MIN_BLOCKS, SLOWER
+from experiments.measurement.encoding.token_ids import unpack_token_ids
+from experiments.measurement.engine import prediction
+from experiments.measurement.stats.verdicts import FASTER, MIN_BLOCKS, SLOWER
 from experiments.models import (
     Arm,
     EnvironmentSnapshot,

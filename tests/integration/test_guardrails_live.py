@@ -13,8 +13,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from experiments.management.commands import check_guardrails
-from experiments.measurement import guardrails
-from experiments.measurement.guardrails import Counts, Deployment, Measured
+from experiments.measurement.deploy import guardrails
+from experiments.measurement.deploy.guardrails import Counts, Deployment, Measured
 from workers.server.affinity import server_env
 from workers.server.vllm_server import VllmServer, build_server_args, free_port
 

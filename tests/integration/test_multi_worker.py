@@ -52,7 +52,7 @@ from experiments.analysis.breakdowns import length_bucket
 from experiments.definition import services as definition
 from experiments.definition.services import ArmSpec
 from experiments.execution import services as execution
-from experiments.measurement.token_ids import unpack_token_ids
+from experiments.measurement.encoding.token_ids import unpack_token_ids
 from experiments.models import Arm, EnvironmentSnapshot, Experiment, RequestRecord, Run, RunSummary
 from experiments.prompt_sets.services import prompt_set_upload
 from experiments.prompts.catalog import get_prompt_set, prompt_set_hash

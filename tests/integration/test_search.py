@@ -1,5 +1,5 @@
 """A break-even search through the real parts: PostgreSQL, Redis, a Celery worker process and
-vLLM CPU servers on the demo models (experiments/measurement/planner.py,
+vLLM CPU servers on the demo models (experiments/measurement/planning/planner.py,
 experiments/analysis/continuation.py, workers/runner.py).
 
 One small search: the baseline and the demo draft model at k = 10 over concurrency 1 to 32 at

@@ -4,8 +4,8 @@ as tests/fixtures/vllm_metrics_preempting.txt has it), worked out by hand."""
 
 import pytest
 
-from experiments.measurement import alert_rules, vllm_metrics
-from experiments.measurement.alert_rules import (
+from experiments.measurement.deploy import alert_rules
+from experiments.measurement.deploy.alert_rules import (
     FIRING,
     NO_DATA,
     OK,
@@ -15,6 +15,7 @@ from experiments.measurement.alert_rules import (
     RuleFileError,
     Selector,
 )
+from experiments.measurement.engine import vllm_metrics
 from workers.measure import prom
 
 JOB = (("job", "chat"),)

@@ -3,8 +3,8 @@ and every derived schedule one the installed vLLM runs as written."""
 
 import pytest
 
-from experiments.measurement import batch_schedule
-from experiments.measurement.sequential import EQUIVALENT, FASTER, INCONCLUSIVE, NOT_WORTH_IT, OPEN, SLOWER
+from experiments.measurement.deploy import batch_schedule
+from experiments.measurement.stats.sequential import EQUIVALENT, FASTER, INCONCLUSIVE, NOT_WORTH_IT, OPEN, SLOWER
 from tests.test_vllm_config_keys import expected_lookup, vllm_lookups
 
 # (outcomes per level, k, max batch, the schedule worked out by hand)

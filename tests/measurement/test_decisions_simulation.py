@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from experiments.measurement import sequential
+from experiments.measurement.stats import sequential
 
 _SPEC = importlib.util.spec_from_file_location(
     "check_decisions", Path(__file__).resolve().parents[2] / "scripts" / "check_decisions.py"

@@ -1,13 +1,13 @@
-"""Device-minutes of a plan (experiments/measurement/device_cost.py), on cases computed by hand."""
+"""Device-minutes of a plan (experiments/measurement/planning/device_cost.py), on cases computed by hand."""
 
 from dataclasses import replace
 
 import pytest
 
-from experiments.measurement import device_cost
-from experiments.measurement.device_cost import DeviceTime, Median, Plan, QueueCosts
-from experiments.measurement.limits import Size
-from experiments.measurement.planner import SearchRange
+from experiments.measurement.planning import device_cost
+from experiments.measurement.planning.device_cost import DeviceTime, Median, Plan, QueueCosts
+from experiments.measurement.planning.limits import Size
+from experiments.measurement.planning.planner import SearchRange
 
 # A run at concurrency c takes (2 + 8) × 10 / c token steps: 100 at c=1, 50 at c=2; at 0.1 s a
 # step, 10 s and 5 s. A server start takes 30 s.

@@ -5,7 +5,7 @@ import dataclasses
 
 import pytest
 
-from experiments.measurement.differences import RULES, Protocol, alike, differences, shared_levels
+from experiments.measurement.stats.differences import RULES, Protocol, alike, differences, shared_levels
 
 BASE = Protocol(
     label="#1 chat on 0.32",

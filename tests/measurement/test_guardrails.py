@@ -2,9 +2,10 @@
 figure any block had for any category, rounded away from firing, and every annotation names
 where its numbers came from."""
 
-from experiments.measurement import alert_rules, guardrails, vllm_metrics
-from experiments.measurement.alert_rules import GaugeAbove, RatioBelow
-from experiments.measurement.guardrails import BreakEven, Counts, Deployment, Measured
+from experiments.measurement.deploy import alert_rules, guardrails
+from experiments.measurement.deploy.alert_rules import GaugeAbove, RatioBelow
+from experiments.measurement.deploy.guardrails import BreakEven, Counts, Deployment, Measured
+from experiments.measurement.engine import vllm_metrics
 
 DEPLOYMENT = Deployment(
     decision=3, service="chat", arm="n-gram k=3", positions=3, max_concurrency=16, metric="Engine-timed TPOT"

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from experiments.measurement import inference, stats, verdicts
-from experiments.measurement.inference import RunData
+from experiments.measurement.stats import break_even, inference, intervals, verdicts
+from experiments.measurement.stats.inference import RunData
 
 BASE, REPLICATE, ARM = 10, 11, 12
 
@@ -200,16 +200,16 @@ def _level_cell(level, estimate, outcome):
 def test_break_evens_read_each_level_from_its_verdict():
     # Level 4's interval lies below 1 (0.8 [0.7, 0.9]): called slower it settles the crossing
     # from 1 (faster); the same interval without a verdict (failures differ) leaves 4 open.
-    fast, slow = stats.block_interval([1.5, 1.6, 1.4]), stats.block_interval([0.8, 0.85, 0.75])
+    fast, slow = intervals.block_interval([1.5, 1.6, 1.4]), intervals.block_interval([0.8, 0.85, 0.75])
     assert (fast.lo > 1, slow.hi < 1) == (True, True)
     called = [_level_cell(1, fast, verdicts.FASTER), _level_cell(4, slow, verdicts.SLOWER)]
-    assert inference.break_evens(called)[(ARM, "tpot")].state == stats.CROSSES
+    assert inference.break_evens(called)[(ARM, "tpot")].state == break_even.CROSSES
     withheld = [_level_cell(1, fast, verdicts.FASTER), _level_cell(4, slow, verdicts.FAILURES_DIFFER)]
-    assert inference.break_evens(withheld)[(ARM, "tpot")] == stats.BreakEven(
-        stats.NOT_SETTLED, reason="faster at 1; open at 4"
+    assert inference.break_evens(withheld)[(ARM, "tpot")] == break_even.BreakEven(
+        break_even.NOT_SETTLED, reason="faster at 1; open at 4"
     )
     slower = [_level_cell(1, slow, verdicts.SLOWER), _level_cell(4, slow, verdicts.SLOWER)]
-    assert inference.break_evens(slower)[(ARM, "tpot")].state == stats.PAYS_NOWHERE
+    assert inference.break_evens(slower)[(ARM, "tpot")].state == break_even.PAYS_NOWHERE
 
 
 def test_fidelity_against_the_baseline_and_the_replicate():

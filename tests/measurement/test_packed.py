@@ -1,4 +1,4 @@
-"""The stored layout of a request's number lists (experiments/measurement/packed.py) and the model field
+"""The stored layout of a request's number lists (experiments/measurement/encoding/packed.py) and the model field
 that reads and writes it."""
 
 import struct
@@ -6,7 +6,7 @@ from array import array
 
 import pytest
 
-from experiments.measurement.packed import FLOAT64, UINT16, UINT32, pack, unpack, unpack_array, unpack_many
+from experiments.measurement.encoding.packed import FLOAT64, UINT16, UINT32, pack, unpack, unpack_array, unpack_many
 from experiments.models.fields import PackedArrayField
 from tests.factories import RequestRecordFactory
 

@@ -1,10 +1,10 @@
-"""The break-even search's rules (experiments/measurement/planner.py), on hand-computed cases."""
+"""The break-even search's rules (experiments/measurement/planning/planner.py), on hand-computed cases."""
 
 import pytest
 
-from experiments.measurement import planner
-from experiments.measurement.planner import SearchRange, Word
-from experiments.measurement.sequential import EQUIVALENT, FASTER, NOT_WORTH_IT, OPEN, SLOWER
+from experiments.measurement.planning import planner
+from experiments.measurement.planning.planner import SearchRange, Word
+from experiments.measurement.stats.sequential import EQUIVALENT, FASTER, NOT_WORTH_IT, OPEN, SLOWER
 
 DOUBLING = SearchRange(1, 64, 2.0)  # 1, 2, 4, 8, 16, 32, 64
 

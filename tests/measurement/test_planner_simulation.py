@@ -6,7 +6,8 @@ A negative control (no adjustment for the looks or the family) shows the check c
 import numpy as np
 import pytest
 
-from experiments.measurement import planner, sequential
+from experiments.measurement.planning import planner
+from experiments.measurement.stats import sequential
 from scripts import bench_planner as bench
 from scripts.check_decisions import Shape, design_of, memoised, patched, simulate_experiment
 

@@ -1,18 +1,19 @@
-"""Leviathan's prediction from the measured draft cost (experiments/measurement/prediction.py), on
+"""Leviathan's prediction from the measured draft cost (experiments/measurement/engine/prediction.py), on
 hand-computed cases."""
 
 import pytest
 
-from experiments.measurement import prediction, stats
-from experiments.measurement.prediction import Counters, Interval, SpeculativeArm
-from experiments.measurement.steps import StepRow
+from experiments.measurement.engine import prediction
+from experiments.measurement.engine.prediction import Counters, Interval, SpeculativeArm
+from experiments.measurement.engine.steps import StepRow
+from experiments.measurement.stats import intervals
 
 DRAFT = SpeculativeArm(id=1, label="draft k=3", method="draft_model", gamma=3, draft_model="/m/draft")
 
 
 def _cost_row(level: int, costs: list[float]) -> StepRow:
     """A calibration arm's step row whose per-block relative costs are `costs`."""
-    estimate = stats.block_interval(costs)
+    estimate = intervals.block_interval(costs)
     return StepRow(
         arm=9, level=level, blocks=len(costs), requests=8, steps=80, tokens_per_step=1.0,
         step_ms=estimate.point * 20.0, baseline_step_ms=20.0, relative_cost=estimate, margin=estimate,

@@ -1,4 +1,4 @@
-"""The question's primary cells and the two families of decisions (experiments/measurement/question.py)
+"""The question's primary cells and the two families of decisions (experiments/measurement/stats/question.py)
 on runs built by hand.
 
 The metric is the output throughput: a block's ratio is the arm's throughput over the
@@ -11,8 +11,8 @@ import math
 
 import pytest
 
-from experiments.measurement import inference, question, sequential
-from experiments.measurement.stats import RatioEstimate
+from experiments.measurement.stats import inference, question, sequential
+from experiments.measurement.stats.intervals import RatioEstimate
 
 METRIC = "output_throughput"
 BASELINE, FAST, NULL, REPLICATE = 0, 1, 2, 9

@@ -1,6 +1,6 @@
 """The recommendation per level and its derived schedule, on hand-computed cases."""
 
-from experiments.measurement import recommendation as rec
+from experiments.measurement.deploy import recommendation as rec
 
 CONFIG = {"method": "draft_model", "num_speculative_tokens": 4, "model": "draft"}
 

@@ -2,7 +2,7 @@
 
 from collections import Counter
 
-from experiments.measurement.schedule import block_orders, schedule
+from experiments.measurement.planning.schedule import block_orders, schedule
 
 
 def test_every_arm_runs_every_level_once_per_block():
@@ -69,7 +69,7 @@ def test_one_server_per_arm_keeps_the_first_blocks_arm_order_and_each_blocks_lev
 
 
 def test_an_added_block_keeps_the_order_drawn_for_all_arms_closing_up_the_gaps():
-    from experiments.measurement.schedule import added_block, block_order
+    from experiments.measurement.planning.schedule import added_block, block_order
 
     order, levels = block_order(n_arms=5, levels=[1, 4], block=4, seed=3)
     slots = added_block(n_arms=5, levels=[1, 4], block=4, seed=3, arms={0, 2, 4})
@@ -81,7 +81,7 @@ def test_an_added_block_keeps_the_order_drawn_for_all_arms_closing_up_the_gaps()
 
 
 def test_a_block_s_order_does_not_depend_on_how_many_blocks_follow():
-    from experiments.measurement.schedule import block_orders
+    from experiments.measurement.planning.schedule import block_orders
 
     assert (
         block_orders(n_arms=4, levels=[1, 2, 8], blocks=3, seed=9)

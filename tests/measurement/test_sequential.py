@@ -1,4 +1,4 @@
-"""The primary cells' decisions (experiments/measurement/sequential.py) on hand-computed cases.
+"""The primary cells' decisions (experiments/measurement/stats/sequential.py) on hand-computed cases.
 
 With 3 blocks (2 degrees of freedom) Student's t has a closed form: the two-sided p-value of
 t is 1 - t / sqrt(t² + 2), and its 95 % quantile (one side of the 90 % interval) is 2.920.
@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from experiments.measurement import sequential
-from experiments.measurement.sequential import Design, PrimaryCell, _holm_calls, _Look, decide, nominal_level
-from experiments.measurement.stats import RatioEstimate
+from experiments.measurement.stats import sequential
+from experiments.measurement.stats.intervals import RatioEstimate
+from experiments.measurement.stats.sequential import Design, PrimaryCell, _holm_calls, _Look, decide, nominal_level
 
 FIXED_3 = Design(max_blocks=3, sequential=False, margin=0.02, worthwhile_gain=0.05)
 

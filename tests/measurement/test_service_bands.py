@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from experiments.measurement import service_bands as sb
+from experiments.measurement.deploy import service_bands as sb
 
 NGRAM = '{"method": "ngram", "num_speculative_tokens": 4}'
 DRAFT = '{"method": "draft_model", "num_speculative_tokens": 3}'

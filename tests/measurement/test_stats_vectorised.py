@@ -6,7 +6,7 @@ from collections import defaultdict
 
 import pytest
 
-from experiments.measurement import stats
+from experiments.measurement.stats import acceptance
 
 
 def _conditional_from_steps_loop(steps):
@@ -56,14 +56,14 @@ def _random_step_tokens(rng):
 @pytest.mark.parametrize("seed", range(200))
 def test_conditional_from_steps_counts_as_the_loop_did(seed):
     steps = _random_steps(random.Random(seed))
-    assert stats.per_position_conditional_from_steps(iter(steps)) == _conditional_from_steps_loop(steps)
+    assert acceptance.per_position_conditional_from_steps(iter(steps)) == _conditional_from_steps_loop(steps)
 
 
 @pytest.mark.parametrize("seed", range(200))
 def test_tokens_along_output_as_the_loop_did(seed):
     rng = random.Random(seed)
     requests, bucket = _random_step_tokens(rng), rng.choice([1, 3, 8, 16])
-    assert stats.tokens_per_step_along_output(iter(requests), bucket) == _along_output_loop(requests, bucket)
+    assert acceptance.tokens_per_step_along_output(iter(requests), bucket) == _along_output_loop(requests, bucket)
 
 
 @pytest.mark.parametrize(
@@ -71,16 +71,16 @@ def test_tokens_along_output_as_the_loop_did(seed):
     [[], [([], [])], [([0], [0])], [([2], [1])], [([3, 0], [3, 4])], [([5], [2]), ([0, 0], [0, 7])]],
 )
 def test_conditional_from_steps_edge_cases(steps):
-    assert stats.per_position_conditional_from_steps(steps) == _conditional_from_steps_loop(steps)
+    assert acceptance.per_position_conditional_from_steps(steps) == _conditional_from_steps_loop(steps)
 
 
 @pytest.mark.parametrize("requests", [[], [None], [[]], [[2]], [None, [4, 4]], [[4, 4], [], [1]]])
 def test_tokens_along_output_edge_cases(requests):
-    assert stats.tokens_per_step_along_output(requests, 8) == _along_output_loop(requests, 8)
+    assert acceptance.tokens_per_step_along_output(requests, 8) == _along_output_loop(requests, 8)
 
 
 def test_the_results_are_plain_python_numbers():
-    conditional = stats.per_position_conditional_from_steps([([1, 2], [2, 2])])
-    along, left_out = stats.tokens_per_step_along_output([[2, 3]], 2)
+    conditional = acceptance.per_position_conditional_from_steps([([1, 2], [2, 2])])
+    along, left_out = acceptance.tokens_per_step_along_output([[2, 3]], 2)
     values = [v for pair in conditional for v in pair] + [v for row in along for v in row] + [left_out]
     assert {type(v) for v in values} <= {int, float}

@@ -9,8 +9,9 @@ import pytest
 from django.urls import reverse
 
 from experiments.analysis.services import experiment_analyse
-from experiments.measurement import stats, steps
-from experiments.measurement.steps import RequestSteps
+from experiments.measurement.engine import steps
+from experiments.measurement.engine.steps import RequestSteps
+from experiments.measurement.stats import intervals, latency
 from experiments.models import Arm, Experiment
 from tests.api_helpers import token_client
 from tests.factories import ArmFactory, ExperimentFactory, RequestRecordFactory, RunSummaryFactory
@@ -81,7 +82,7 @@ def test_arm_row_per_block_then_geometric_mean():
     assert row.relative_cost.point == pytest.approx(row.step_ms / row.baseline_step_ms)
     assert row.margin.point == pytest.approx(row.tokens_per_step / row.relative_cost.point)
     # The same block-level t-interval as the speedups.
-    expected = stats.block_interval([1.35, 1.2])
+    expected = intervals.block_interval([1.35, 1.2])
     assert (row.relative_cost.lo, row.relative_cost.hi) == pytest.approx((expected.lo, expected.hi))
 
 
@@ -176,7 +177,7 @@ def _stored_experiment():
             ).run
         RequestRecordFactory(
             run=runs[key], prompt_index=number, output_tokens=record.output_tokens, ttft_ms=record.ttft_ms,
-            e2e_ms=record.e2e_ms, tpot_ms=stats.tpot_ms(record.ttft_ms, record.e2e_ms, record.output_tokens),
+            e2e_ms=record.e2e_ms, tpot_ms=latency.tpot_ms(record.ttft_ms, record.e2e_ms, record.output_tokens),
             spec_accepted_per_step=record.accepted_per_step,
         )  # fmt: skip
     RequestRecordFactory(

@@ -1,9 +1,9 @@
-"""experiments.measurement.stream_fidelity on hand-made streams. No database."""
+"""experiments.measurement.engine.stream_fidelity on hand-made streams. No database."""
 
 import pytest
 
-from experiments.measurement import stream_fidelity as sf
-from experiments.measurement.stream_fidelity import RequestTiming, StreamCheck
+from experiments.measurement.engine import stream_fidelity as sf
+from experiments.measurement.engine.stream_fidelity import RequestTiming, StreamCheck
 
 
 def _timing(times, *, tokens=None, steps=None, decode=None, queue=None, ttft=None):

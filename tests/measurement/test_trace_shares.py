@@ -1,4 +1,4 @@
-"""The trace summary (experiments/measurement/trace_shares.py) on small hand-made traces and on the scopes of
+"""The trace summary (experiments/measurement/engine/trace_shares.py) on small hand-made traces and on the scopes of
 a real one from vLLM 0.32's CPU build."""
 
 import gzip
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.measurement import trace_shares as profiles
+from experiments.measurement.engine import trace_shares as profiles
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 DEVICE_SCOPES = profiles.DEVICE_SCOPES

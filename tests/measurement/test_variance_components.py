@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from experiments.measurement import variance_components as vc
-from experiments.measurement.inference import RunData
+from experiments.measurement.stats import variance_components as vc
+from experiments.measurement.stats.inference import RunData
 
 
 def _ratios(logs_by_level: dict[int, list[float]]) -> dict[int, dict[int, float]]:

@@ -5,8 +5,8 @@ import random
 
 import pytest
 
-from experiments.measurement import verdicts
-from experiments.measurement.stats import RatioEstimate, block_interval, blocks_to_settle, t_quantile
+from experiments.measurement.stats import verdicts
+from experiments.measurement.stats.intervals import RatioEstimate, block_interval, blocks_to_settle, t_quantile
 
 
 def _est(point, lo, hi, blocks=3, sd=0.05):

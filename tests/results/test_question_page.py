@@ -10,8 +10,8 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.urls import reverse
 
-from experiments.measurement import verdicts
-from experiments.measurement.stats import RatioEstimate
+from experiments.measurement.stats import verdicts
+from experiments.measurement.stats.intervals import RatioEstimate
 from experiments.models import Experiment, SpeedupEstimate
 from tests.factories import SEEDED_BLOCKS, seed_finished_experiment
 from tests.results.test_results_page import _tables

@@ -9,7 +9,7 @@ from django.urls import reverse
 
 from experiments.analysis.services import experiment_analyse
 from experiments.execution import services as execution
-from experiments.measurement.trace_shares import TraceSummary
+from experiments.measurement.engine.trace_shares import TraceSummary
 from experiments.models import ExperimentAnalysis, ProfiledInterval, SpeedupEstimate
 from experiments.results import step_profiles
 from experiments.results.block import results_for_experiment

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from experiments.measurement import alert_rules
+from experiments.measurement.deploy import alert_rules
 from tests.measurement.test_alert_rules import AFTER, BEFORE, RULES
 from workers.server.vllm_server import free_port
 

@@ -9,7 +9,7 @@ from django.test import Client
 from django.urls import reverse
 
 from experiments.analysis.breakdowns import categories_by_prompt
-from experiments.measurement import alert_rules
+from experiments.measurement.deploy import alert_rules
 from experiments.models import Decision, RunSummary
 from experiments.prompt_sets.services import prompt_set_upload
 from experiments.prompts.uploads import prompt_file_read

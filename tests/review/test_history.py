@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from experiments import lifecycle
-from experiments.measurement.differences import hardware_label
+from experiments.measurement.stats.differences import hardware_label
 from experiments.models import Arm, Experiment, SpeedupEstimate
 from experiments.review import history
 from tests.factories import (

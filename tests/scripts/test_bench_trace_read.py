@@ -4,7 +4,7 @@ unnoticed; the figures themselves are printed on demand, never asserted."""
 import gzip
 import json
 
-from experiments.measurement import trace_shares
+from experiments.measurement.engine import trace_shares
 from scripts import bench_trace_read
 
 

@@ -4,7 +4,7 @@ demand; the figures are in docs/metrics.md ("Stream fidelity")."""
 
 import pytest
 
-from experiments.measurement.packed import FLOAT64, UINT32
+from experiments.measurement.encoding.packed import FLOAT64, UINT32
 from scripts import bench_loadgen, check_stream_fidelity
 from workers.measure.loadgen import LoadResult, RequestResult, finalise
 

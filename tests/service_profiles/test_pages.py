@@ -10,7 +10,7 @@ from django.conf import settings
 from django.test import Client
 from django.urls import reverse
 
-from experiments.measurement import service_bands
+from experiments.measurement.deploy import service_bands
 from experiments.models import Decision, Experiment, RunSummary, ServiceProfile
 from tests.factories import ServiceProfileFactory, seed_finished_experiment
 from tests.results.test_recommendation_page import _set_words

@@ -2,8 +2,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from experiments.measurement.packed import FLOAT64, UINT32
-from experiments.measurement.token_ids import pack_token_ids, unpack_token_ids
+from experiments.measurement.encoding.packed import FLOAT64, UINT32
+from experiments.measurement.encoding.token_ids import pack_token_ids, unpack_token_ids
 from experiments.models import EnvironmentSnapshot, RequestRecord, Run, RunSummary
 from tests.factories import RunFactory
 from workers.measure.loadgen import LoadResult, RequestResult, finalise

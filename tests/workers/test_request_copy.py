@@ -6,9 +6,9 @@ import random
 import pytest
 from django.db import connection
 
-from experiments.measurement.packed import FLOAT64, UINT16, UINT32, pack
-from experiments.measurement.stream_fidelity import StreamCheck
-from experiments.measurement.token_ids import pack_token_ids, unpack_token_ids
+from experiments.measurement.encoding.packed import FLOAT64, UINT16, UINT32, pack
+from experiments.measurement.encoding.token_ids import pack_token_ids, unpack_token_ids
+from experiments.measurement.engine.stream_fidelity import StreamCheck
 from experiments.models import RequestRecord
 from scripts import bench_ingest
 from tests.factories import RunFactory

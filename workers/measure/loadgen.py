@@ -37,8 +37,9 @@ from typing import Any, TypeVar
 
 import aiohttp
 
-from experiments.measurement import stats, stream_fidelity
-from experiments.measurement.packed import FLOAT64, UINT16, UINT32
+from experiments.measurement.encoding.packed import FLOAT64, UINT16, UINT32
+from experiments.measurement.engine import stream_fidelity
+from experiments.measurement.stats import acceptance, latency
 from workers.measure.prom import (
     CapacityFigures,
     CapacitySample,
@@ -70,7 +71,7 @@ class RequestResult:
     ttft_ms: float | None = None
     e2e_ms: float | None = None
     tpot_ms: float | None = None
-    # Recorded into array.array of the stored element types (experiments/measurement/packed.py), so that
+    # Recorded into array.array of the stored element types (experiments/measurement/encoding/packed.py), so that
     # storing a request copies its buffers instead of reading every number. The annotations are
     # quoted: array.array takes a subscript at run time from Python 3.12 only.
     chunk_times_ms: "array[float]" = field(default_factory=FLOAT64.new)
@@ -85,7 +86,7 @@ class RequestResult:
     server_ttft_ms: float | None = None
     server_queue_ms: float | None = None
     # Derived in finalise(): TPOT as the engine timed it, and how the stream the client saw
-    # compares with the engine's timing (experiments/measurement/stream_fidelity.py).
+    # compares with the engine's timing (experiments/measurement/engine/stream_fidelity.py).
     server_tpot_ms: float | None = None
     stream: stream_fidelity.StreamCheck = field(default_factory=stream_fidelity.StreamCheck)
     finish_reason: str = ""
@@ -200,7 +201,7 @@ def finalise(result: RequestResult) -> None:
         return
     result.ttft_ms = result.chunk_times_ms[0]
     result.e2e_ms = result.chunk_times_ms[-1]
-    result.tpot_ms = stats.tpot_ms(result.ttft_ms, result.e2e_ms, result.output_tokens)
+    result.tpot_ms = latency.tpot_ms(result.ttft_ms, result.e2e_ms, result.output_tokens)
     result.server_tpot_ms = stream_fidelity.server_tpot_ms(result.server_decode_ms, result.output_tokens)
     result.stream = stream_fidelity.request_check(stream_timing(result))
 
@@ -212,7 +213,7 @@ def stream_timing(result: RequestResult) -> stream_fidelity.RequestTiming:
     return stream_fidelity.RequestTiming(
         chunk_times_ms=result.chunk_times_ms,
         output_tokens=result.output_tokens,
-        decode_steps=stats.decode_steps(result.output_tokens, result.spec_accepted_per_step),
+        decode_steps=acceptance.decode_steps(result.output_tokens, result.spec_accepted_per_step),
         server_decode_ms=result.server_decode_ms,
         server_queue_ms=result.server_queue_ms,
         server_ttft_ms=result.server_ttft_ms,

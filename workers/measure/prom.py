@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from experiments.measurement.alert_rules import Window
-from experiments.measurement.capacity import CapacityFigures
-from experiments.measurement.vllm_metrics import (
+from experiments.measurement.deploy.alert_rules import Window
+from experiments.measurement.engine.capacity import CapacityFigures
+from experiments.measurement.engine.vllm_metrics import (
     ACCEPTED_PER_POS,
     KV_CACHE_USAGE,
     NUM_ACCEPTED_TOKENS,
@@ -84,7 +84,7 @@ def _at(values: list[int], index: int) -> int:
 
 def window(before: str, after: str) -> Window:
     """What a server did between two readings of its /metrics, as the guardrail rules read it
-    (experiments/measurement/alert_rules.py): the speculative counters' increases, and the
+    (experiments/measurement/deploy/alert_rules.py): the speculative counters' increases, and the
     running requests at both readings. ValueError for a page without vLLM's metrics,
     CounterReset when the server restarted in between."""
     running = (parse_capacity(before).running, parse_capacity(after).running)

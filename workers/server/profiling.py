@@ -4,7 +4,7 @@ vLLM's torch profiler, summarised into where an engine step's time goes.
 Only the server of the arm's last block profiles (its levels after its measured runs), so
 every other server runs as an unprofiled one does. That server is started with the profiler
 configured (workers/server/vllm_server.profiler_args) and with vLLM's named scopes around the
-model runner's phases (forward, sample, draft: what experiments/measurement/trace_shares.py classifies);
+model runner's phases (forward, sample, draft: what experiments/measurement/engine/trace_shares.py classifies);
 while no profile is being taken those scopes cost a few microseconds per step. Only vLLM's V1
 model runner has those scopes: a trace of its V2 runner (vLLM 0.32's default on GPU hosts
 with Triton) is stored with its steps and profiled time, its shares empty and the reason in
@@ -25,8 +25,8 @@ from typing import TypedDict
 from django.conf import settings
 
 from experiments.execution import services as execution
-from experiments.measurement import limits
-from experiments.measurement import trace_shares as profiles
+from experiments.measurement.engine import trace_shares as profiles
+from experiments.measurement.planning import limits
 from experiments.models import Arm, Experiment, ProfiledInterval, Run
 from workers.measure.loadgen import LoadResult, Prompt, run_load_sync
 

@@ -9,8 +9,9 @@ from array import array
 import numpy as np
 from django.db import connection, transaction
 
-from experiments.measurement import capacity, stats, stream_fidelity
-from experiments.measurement.packed import FLOAT64, UINT32, Packing, pack, unpack_many
+from experiments.measurement.encoding.packed import FLOAT64, UINT32, Packing, pack, unpack_many
+from experiments.measurement.engine import capacity, stream_fidelity
+from experiments.measurement.stats import latency
 from experiments.models import EnvironmentSnapshot, Experiment, RequestRecord, RunSummary
 from workers.measure.loadgen import LoadResult, RequestResult
 from workers.measure.prom import SpecCounters
@@ -66,7 +67,7 @@ def meets_slos(r: RequestResult, experiment: Experiment) -> bool:
 
 
 def _latency_fields(prefix: str, values: list[float]) -> dict:
-    summary = stats.summarise(values) or {"mean": None, "p50": None, "p90": None, "p99": None}
+    summary = latency.summarise(values) or {"mean": None, "p50": None, "p90": None, "p99": None}
     return {f"{prefix}_{key}_ms": summary[key] for key in ("mean", "p50", "p90", "p99")}
 
 
@@ -86,7 +87,7 @@ def summary_fields(load: LoadResult, counters: SpecCounters, experiment: Experim
         "output_throughput": sum(r.output_tokens for r in ok) / duration if duration > 0 else 0.0,
         "goodput": None,
         "achieved_concurrency": busy_s / duration if duration > 0 else None,
-        "tokens_per_chunk_mean": stats.decode_tokens_per_chunk(*tokens),
+        "tokens_per_chunk_mean": latency.decode_tokens_per_chunk(*tokens),
         "spec_num_drafts": counters.num_drafts,
         "spec_num_draft_tokens": counters.num_draft_tokens,
         "spec_num_accepted_tokens": counters.num_accepted_tokens,
@@ -96,7 +97,7 @@ def summary_fields(load: LoadResult, counters: SpecCounters, experiment: Experim
         fields["goodput"] = sum(meets_slos(r, experiment) for r in load.requests) / duration
     fields |= _latency_fields("ttft", [r.ttft_ms for r in ok if r.ttft_ms is not None])
     fields |= _latency_fields("tpot", [r.tpot_ms for r in ok if r.tpot_ms is not None])
-    fields |= {f"itl_{key}_ms": value for key, value in stats.summarise_array(stats.itl_ms(*times)).items()}
+    fields |= {f"itl_{key}_ms": value for key, value in latency.summarise_array(latency.itl_ms(*times)).items()}
     fields |= _latency_fields("e2e", [r.e2e_ms for r in ok if r.e2e_ms is not None])
     fields |= _latency_fields("server_tpot", [r.server_tpot_ms for r in ok if r.server_tpot_ms is not None])
     return fields | stream_fields([r.stream for r in ok])

@@ -4,7 +4,7 @@ Why not psycopg's `write_row`: it converts every element of every list through P
 about 1,000 rows a second on the development machine, and PostgreSQL then parses each
 number back from text. Here the fixed-size columns are converted for all the run's rows at
 once with numpy, the number lists are the requests' array.array buffers packed as they are
-(experiments/measurement/packed.py), and the rows are joined from slices of those buffers: the values
+(experiments/measurement/encoding/packed.py), and the rows are joined from slices of those buffers: the values
 stored are the ones recorded (floats go as their exact 8 bytes). The layout is PostgreSQL's
 "Binary Format" of COPY: a signature, then per row a 16-bit field count and each field as a
 32-bit length (-1 for NULL) followed by the value in the type's binary send format, then a
@@ -15,7 +15,7 @@ from itertools import chain
 
 import numpy as np
 
-from experiments.measurement.packed import FLOAT64, UINT16, UINT32, pack
+from experiments.measurement.encoding.packed import FLOAT64, UINT16, UINT32, pack
 from workers.measure.loadgen import RequestResult
 
 SIGNATURE = b"PGCOPY\n\xff\r\n\0" + bytes(8)  # the signature, then 32-bit flags and header extension length

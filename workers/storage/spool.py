@@ -62,12 +62,14 @@ def spool_write(record: SpooledRun, *, worker_name: str) -> Path:
     return path
 
 
-# Spool files written before the worker's modules moved into packages name the old modules;
+# Spool files written before the worker's modules (or measurement's) moved into packages name the old modules;
 # a worker upgraded with runs still on its disk reads them under the new names.
 MOVED_MODULES = {
     "workers.loadgen": "workers.measure.loadgen",
     "workers.prom": "workers.measure.prom",
     "workers.spool": "workers.storage.spool",
+    "experiments.measurement.capacity": "experiments.measurement.engine.capacity",
+    "experiments.measurement.stream_fidelity": "experiments.measurement.engine.stream_fidelity",
 }
 
 

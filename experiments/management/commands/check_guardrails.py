@@ -1,7 +1,7 @@
 """Check a live vLLM server against a decision's guardrails file (downloaded from the decision
 page): read its /metrics, wait a window, read it again, and evaluate each rule on what the
 counters added in between, as Prometheus evaluates the same expressions over its own window
-(experiments/measurement/alert_rules.py). Prints each rule's live value, threshold and state;
+(experiments/measurement/deploy/alert_rules.py). Prints each rule's live value, threshold and state;
 exits 1 when a rule fires and 2 on bad input, with one line saying what was wrong."""
 
 import time
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from experiments.measurement import alert_rules
+from experiments.measurement.deploy import alert_rules
 from workers.measure import prom
 
 BAD_INPUT = 2

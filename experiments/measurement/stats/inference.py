@@ -18,14 +18,15 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from experiments.measurement import stats, verdicts
+from experiments.measurement.stats import break_even, intervals, output_fidelity, verdicts
 
 LATENCY_METRICS = ("server_tpot", "tpot", "e2e", "ttft")
-# Timed at the client from the first chunk on: only as good as the stream (experiments/measurement/stream_fidelity.py).
+# Timed at the client from the first chunk on: only as good as the stream
+# (experiments/measurement/engine/stream_fidelity.py).
 # E2E ends at the last token whenever it arrives, so a late or merged chunk does not move it.
 STREAM_TIMED_METRICS = ("tpot", "ttft")
 THROUGHPUT_METRICS = ("output_throughput", "request_throughput")
-# Per-token metrics: their block ratio pools decode time over decode tokens (stats.pooled_per_token_ratio).
+# Per-token metrics: their block ratio pools decode time over decode tokens (intervals.pooled_per_token_ratio).
 POOLED_METRICS = ("server_tpot", "tpot")
 FIDELITY_WARN_P = 0.01
 
@@ -67,12 +68,12 @@ class CellResult:
     arm: int
     level: int
     metric: str
-    estimate: stats.RatioEstimate
+    estimate: intervals.RatioEstimate
     outcome: str
     failed_baseline: int
     failed_arm: int
     n_pairs: int  # requests paired by prompt over the blocks (0 for throughputs)
-    per_request: stats.RatioEstimate | None = None
+    per_request: intervals.RatioEstimate | None = None
 
     def estimands_differ(self, margin: float) -> bool:
         """Whether the per-request TPOT speedup lies further than the margin from the pooled
@@ -94,16 +95,18 @@ def _by_cell(runs: Sequence[RunData]) -> dict[tuple[int, int], dict[int, RunData
 def _block_ratio(metric: str, base: RunData, arm: RunData, *, per_request: bool = False) -> tuple[float | None, int]:
     """The verdict's block ratio, or with `per_request` a TPOT's ratio of mean TPOTs."""
     if metric in THROUGHPUT_METRICS:
-        return stats.run_ratio(base.throughputs.get(metric), arm.throughputs.get(metric)), 0  # arm / baseline
+        return intervals.run_ratio(base.throughputs.get(metric), arm.throughputs.get(metric)), 0  # arm / baseline
     values = base.latencies.get(metric, {}), arm.latencies.get(metric, {})
     if metric in POOLED_METRICS and not per_request:
-        return stats.pooled_per_token_ratio(*values, baseline_tokens=base.output_tokens, arm_tokens=arm.output_tokens)
-    return stats.ratio_of_means(*values)
+        return intervals.pooled_per_token_ratio(
+            *values, baseline_tokens=base.output_tokens, arm_tokens=arm.output_tokens
+        )
+    return intervals.ratio_of_means(*values)
 
 
 def _cell(
     metric: str, base_runs: dict[int, RunData], arm_runs: dict[int, RunData], *, per_request: bool = False
-) -> tuple[stats.RatioEstimate, int]:
+) -> tuple[intervals.RatioEstimate, int]:
     """The estimate over the blocks both sides ran in, and the number of paired requests."""
     ratios, pairs, skipped = [], 0, 0
     for block in sorted(base_runs.keys() & arm_runs.keys()):
@@ -113,7 +116,7 @@ def _cell(
             skipped += 1
         else:
             ratios.append(ratio)
-    estimate = stats.block_interval(ratios)
+    estimate = intervals.block_interval(ratios)
     if skipped:
         note = f"{skipped} block(s) without a ratio (no pairs or a zero value)"
         estimate = replace(estimate, note=note)
@@ -163,14 +166,14 @@ def speedup_cells(
     return results
 
 
-def break_evens(cells: Sequence[CellResult]) -> dict[tuple[int, str], stats.BreakEven]:
+def break_evens(cells: Sequence[CellResult]) -> dict[tuple[int, str], break_even.BreakEven]:
     """{(arm, metric): break-even} over the levels of each arm and metric, from the levels'
     verdicts: a level without one (too few blocks, failures differ, …) is open."""
-    rows: dict[tuple[int, str], list[stats.LevelCall]] = defaultdict(list)
+    rows: dict[tuple[int, str], list[break_even.LevelCall]] = defaultdict(list)
     for cell in cells:
         faster, slower = cell.outcome == verdicts.FASTER, cell.outcome == verdicts.SLOWER
-        rows[(cell.arm, cell.metric)].append(stats.LevelCall(cell.level, cell.estimate, faster, slower))
-    return {key: stats.break_even(level_rows) for key, level_rows in rows.items()}
+        rows[(cell.arm, cell.metric)].append(break_even.LevelCall(cell.level, cell.estimate, faster, slower))
+    return {key: break_even.break_even(level_rows) for key, level_rows in rows.items()}
 
 
 # ---------------------------------------------------------------- output fidelity
@@ -223,8 +226,8 @@ class _Comparison:
     differing: set[int] = field(default_factory=set)
 
     def diverges_more(self, reference: "_Comparison") -> float | None:
-        """The test on prompts (stats.diverges_more) against the replicate's comparison."""
-        return stats.diverges_more(
+        """The test on prompts (output_fidelity.diverges_more) against the replicate's comparison."""
+        return output_fidelity.diverges_more(
             len(self.differing), len(self.prompts), len(reference.differing), len(reference.prompts)
         )
 
@@ -238,7 +241,7 @@ def _compare_outputs(base_runs: dict[int, RunData], arm_runs: dict[int, RunData]
     for block in sorted(base_runs.keys() & arm_runs.keys()):
         base_outputs, arm_outputs = base_runs[block].outputs, arm_runs[block].outputs
         for prompt in sorted(base_outputs.keys() & arm_outputs.keys()):
-            at = stats.first_divergence(base_outputs[prompt], arm_outputs[prompt])
+            at = output_fidelity.first_divergence(base_outputs[prompt], arm_outputs[prompt])
             result.compared += 1
             result.prompts.add(prompt)
             if at is None:
@@ -280,7 +283,7 @@ def fidelity_cells(
 
 def block_ratios(runs: Sequence[RunData], metric: str, *, baseline: int, arm: int, level: int) -> dict[int, float]:
     """{block: the arm's ratio over the baseline in that block} at one level for one metric,
-    over the blocks both ran in and that have a ratio (experiments/measurement/question.py
+    over the blocks both ran in and that have a ratio (experiments/measurement/stats/question.py
     replays the looks of a sequential design over them in block order)."""
     cells = _by_cell(runs)
     base_runs, arm_runs = cells.get((baseline, level), {}), cells.get((arm, level), {})

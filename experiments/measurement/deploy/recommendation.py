@@ -1,6 +1,6 @@
 """What to deploy at each measured concurrency level, from the primary cells' settled words
-(experiments/measurement/sequential.py), and the batch-size schedule of k derived from them
-(experiments/measurement/batch_schedule.derive) when an arm pays only at some levels.
+(experiments/measurement/stats/sequential.py), and the batch-size schedule of k derived from them
+(experiments/measurement/deploy/batch_schedule.derive) when an arm pays only at some levels.
 
 Per level, the recommendation is the arm settled faster there with the largest speedup; no
 speculation where every arm is settled (slower, equivalent or not worth it) and none faster;
@@ -15,7 +15,8 @@ labelled derived until an experiment runs it as an arm. Free of Django.
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from experiments.measurement import batch_schedule, sequential
+from experiments.measurement.deploy import batch_schedule
+from experiments.measurement.stats import sequential
 
 UNDECIDED = "undecided"
 NO_SPECULATION = "no speculation"
@@ -58,7 +59,7 @@ class Recommendation:
 
 def level_advice(level: int, arms: Sequence[ArmCells]) -> LevelAdvice:
     """What to run at one level, by the rule above (also applied per band of a service's load,
-    experiments/measurement/service_bands.py)."""
+    experiments/measurement/deploy/service_bands.py)."""
     cells = [(arm.arm, arm.cells.get(level)) for arm in arms]
     faster = [
         (cell[1], arm_id)

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from experiments.measurement import stats
+from experiments.measurement.stats import acceptance, intervals
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ def decode_phase(request: RequestSteps) -> tuple[int, int, float] | None:
     if request.speculative and request.accepted_per_step is None:
         return None
     tokens = request.output_tokens - 1
-    steps = stats.decode_steps(request.output_tokens, request.accepted_per_step)
+    steps = acceptance.decode_steps(request.output_tokens, request.accepted_per_step)
     if request.server_decode_ms is not None:
         return tokens, steps, request.server_decode_ms
     if request.ttft_ms is None or request.e2e_ms is None:
@@ -136,8 +136,8 @@ class StepRow:
     tokens_per_step: float
     step_ms: float
     baseline_step_ms: float | None = None
-    relative_cost: stats.RatioEstimate | None = None
-    margin: stats.RatioEstimate | None = None
+    relative_cost: intervals.RatioEstimate | None = None
+    margin: intervals.RatioEstimate | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -148,7 +148,7 @@ class StepRow:
         }  # fmt: skip
 
 
-def _estimate_json(estimate: stats.RatioEstimate | None) -> dict[str, Any] | None:
+def _estimate_json(estimate: intervals.RatioEstimate | None) -> dict[str, Any] | None:
     if estimate is None:
         return None
     return {
@@ -179,8 +179,8 @@ def _row(arm: int, level: int, own: dict[int, Totals], base: dict[int, Totals] |
     return replace(
         row,
         baseline_step_ms=geometric_mean([base[b].step_ms for b in blocks]),
-        relative_cost=stats.block_interval(costs),
-        margin=stats.block_interval(margins),
+        relative_cost=intervals.block_interval(costs),
+        margin=intervals.block_interval(margins),
     )
 
 
@@ -207,7 +207,7 @@ def _percent(margin: float) -> str:
     return f"{margin - 1:+.0%}".replace("-", "−")
 
 
-def _outcome(margin: stats.RatioEstimate) -> str:
+def _outcome(margin: intervals.RatioEstimate) -> str:
     if not margin.has_interval:
         return " (one block: no interval)"
     _, lo, hi = margin.interval

@@ -4,7 +4,7 @@ The formula E / (γc + 1) needs the tokens a step yields (E) and what a draft st
 target steps (c). Both are measured here apart from the speedup it is compared with: E from
 the arm's own acceptance by position at the level, c from a calibration arm that served the
 draft model alone, with plain decoding, at the same level and workload:
-c = the draft's step time / the baseline's step time (experiments/measurement/steps.py), per block, the
+c = the draft's step time / the baseline's step time (experiments/measurement/engine/steps.py), per block, the
 geometric mean over blocks, with its t-interval over them. Where c was not measured there is
 no prediction: a c fitted to the measured speedup would make the prediction equal the
 measurement by construction. c's interval gives the prediction's, and the test compares the two
@@ -18,7 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from experiments.measurement import stats, steps
+from experiments.measurement.engine import steps
+from experiments.measurement.stats import acceptance
 
 DRAFT_MODEL = "draft_model"
 PROFILED = " (a profiled interval shows the share of its step spent proposing)"
@@ -71,6 +72,42 @@ class Interval:
         return self.lo, self.hi
 
 
+def expected_tokens_per_step(conditional: Sequence[float | None]) -> float:
+    """Tokens a verify step yields on average, from the conditional acceptance by position.
+
+    Position i's draft is accepted with probability a_0 · a_1 · … · a_i (each conditional on
+    the ones before it), and the step always adds one token (bonus or corrected), so the
+    expected yield is 1 + Σ_i Π_(j ≤ i) a_j. Exact for any per-position rates: no per-token
+    rate alpha shared by the positions is assumed. A None rate (the previous position never
+    accepted) ends the sum: no later position was accepted either.
+    """
+    total, reach = 1.0, 1.0
+    for rate in conditional:
+        if rate is None:
+            break
+        if not 0 <= rate <= 1:
+            raise ValueError(f"an acceptance rate must be in [0, 1], got {rate}")
+        reach *= rate
+        total += reach
+    return total
+
+
+def predicted_speedup(tokens_per_step: float, gamma: int, c: float) -> float:
+    """Leviathan et al.'s walltime improvement: E / (γc + 1).
+
+    A step drafts γ tokens at c target steps each, then verifies them in one target step,
+    and yields E tokens (expected_tokens_per_step); plain decoding yields one per target
+    step. With a per-token rate alpha, E = (1 − α^(γ+1)) / (1 − α), their formula.
+    """
+    if gamma < 1:
+        raise ValueError("gamma (draft length) must be at least 1")
+    if c < 0:
+        raise ValueError(f"cost ratio c must be >= 0, got {c}")
+    if tokens_per_step < 1:
+        raise ValueError(f"a step yields at least one token, got {tokens_per_step}")
+    return tokens_per_step / (gamma * c + 1)
+
+
 AGREE = "agree"
 PART = "part"
 NOT_TESTABLE = "not testable"
@@ -104,17 +141,17 @@ def _point(
     cost_source: str,
     measured: Interval | None,
 ) -> dict[str, Any]:
-    conditional = stats.per_position_conditional(counters.accepted_per_pos, counters.drafts) if counters else []
-    yield_ = stats.expected_tokens_per_step(conditional) if counters and counters.drafts else None
+    conditional = acceptance.per_position_conditional(counters.accepted_per_pos, counters.drafts) if counters else []
+    yield_ = expected_tokens_per_step(conditional) if counters and counters.drafts else None
     c = cost.relative_cost if cost is not None else None
     predicted = lo = hi = None
     if yield_ is not None and c is not None:
         assert c.point is not None  # a measured cost has at least one block
-        predicted = stats.predicted_speedup(yield_, arm.gamma, c.point)
+        predicted = predicted_speedup(yield_, arm.gamma, c.point)
         if c.has_interval:
             # A dearer draft predicts less: the interval's ends swap.
-            lo = stats.predicted_speedup(yield_, arm.gamma, c.interval.hi)
-            hi = stats.predicted_speedup(yield_, arm.gamma, c.interval.lo)
+            lo = predicted_speedup(yield_, arm.gamma, c.interval.hi)
+            hi = predicted_speedup(yield_, arm.gamma, c.interval.lo)
     return {
         "level": level,
         "conditional": conditional,

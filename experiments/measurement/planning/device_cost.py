@@ -18,9 +18,9 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from experiments.measurement.limits import Size
-from experiments.measurement.planner import SearchRange
-from experiments.measurement.sequential import FIRST_LOOK
+from experiments.measurement.planning.limits import Size
+from experiments.measurement.planning.planner import SearchRange
+from experiments.measurement.stats.sequential import FIRST_LOOK
 
 
 @dataclass(frozen=True)
@@ -133,7 +133,7 @@ Block = tuple[int, tuple[int, ...]]
 def added_levels(plan: Plan) -> dict[int, int]:
     """{level: the first block it runs in} for the most a break-even search may add: the i-th
     level placed after block i while FIRST_LOOK blocks remain for its looks, up to the family's
-    size (experiments/measurement/planner.py), the costliest levels (the lowest concurrency
+    size (experiments/measurement/planning/planner.py), the costliest levels (the lowest concurrency
     inside the range) first."""
     if plan.search is None or not plan.adds_blocks:
         return {}

@@ -25,7 +25,7 @@ from itertools import groupby, pairwise
 
 import numpy as np
 
-from experiments.measurement import inference
+from experiments.measurement.stats import inference
 
 MIN_BLOCKS = 3
 MAX_ROUNDS = 10

@@ -21,7 +21,7 @@ from itertools import pairwise
 from math import isqrt
 from typing import cast
 
-from experiments.measurement import sequential
+from experiments.measurement.stats import sequential
 
 KEY = "num_speculative_tokens_per_batch_size"
 FIRST_VERSION = (0, 32)  # the first vLLM release whose SpeculativeConfig takes KEY
@@ -102,7 +102,7 @@ def _band_values(outcomes: Mapping[int, str], k: int) -> list[tuple[int, int]]:
 
 def derive(outcomes: Mapping[int, str], *, k: int, max_batch: int) -> list[Band] | None:
     """The batch-size schedule the measurements recommend for an arm of k, from each measured
-    concurrency level's settled outcome (experiments/measurement/sequential.py's words), with
+    concurrency level's settled outcome (experiments/measurement/stats/sequential.py's words), with
     the bands covering batch sizes 1 to `max_batch` (max_num_seqs, or the top level measured).
 
     A closed-loop level of concurrency c keeps c requests in the server, so in its steady

@@ -27,7 +27,7 @@ over STALL_STEPS steps) with the rest of the stream on time is the front end's t
 the request in (HTTP, tokenising) before the engine saw it, which vLLM's timings cannot tell
 from a held first chunk and which a user of that server waits for too. A run whose share of
 distorted requests exceeds DISTORTED_RUN_SHARE gets no verdict on the client's TTFT and TPOT
-(experiments/measurement/inference.py); E2E and throughput end at the last token either way and keep
+(experiments/measurement/stats/inference.py); E2E and throughput end at the last token either way and keep
 theirs, and the engine-timed TPOT is the engine's own clock.
 
 Plain module: no Django; the worker applies it when it stores a run (workers/storage/ingest.py).
@@ -38,7 +38,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
-from experiments.measurement import stats
+from experiments.measurement.stats import latency
 
 SPAN_TOLERANCE = 0.10
 STALL_STEPS = 5.0
@@ -166,8 +166,8 @@ def run_stream(checks: Iterable[StreamCheck]) -> RunStream:
         stalled=sum(check.stalled for check in checked),
         bursts=sum(check.burst for check in checked),
         late_first_tokens=sum(check.late_first_token for check in checked),
-        span_ratio_p50=stats.percentile(ratios, 50),
-        span_ratio_p05=stats.percentile(ratios, 5),
+        span_ratio_p50=latency.percentile(ratios, 50),
+        span_ratio_p05=latency.percentile(ratios, 5),
     )
 
 

@@ -11,7 +11,7 @@ one degree of freedom), when the arm and the baseline failed their requests at r
 differ (Fisher's exact test, p < FAILURE_RATES_P: dropping failures favours the arm that
 fails its slowest ones; equal rates with unequal counts keep the verdict), for throughput
 under a fixed Poisson arrival rate (it then measures the arrival rate), for the client's
-TTFT and TPOT when a run's stream was distorted (experiments/measurement/stream_fidelity.py: the client
+TTFT and TPOT when a run's stream was distorted (experiments/measurement/engine/stream_fidelity.py: the client
 did not see the tokens when the engine made them), or without data.
 scripts/check_verdicts.py checks by simulation how often these words are wrong.
 """
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from scipy import stats as scipy_stats
 
-from experiments.measurement.stats import RatioEstimate, block_interval, blocks_to_settle
+from experiments.measurement.stats.intervals import RatioEstimate, block_interval, blocks_to_settle
 
 MIN_BLOCKS = 3
 # Equivalence is TOST at 5 % a side: the 90 % interval inside the band.
@@ -147,7 +147,7 @@ _VERB = {
     SLOWER: "is slower than the baseline",
     EQUIVALENT: "is equivalent to the baseline",
     INCONCLUSIVE: "is inconclusive",
-    # A primary cell's words beyond these four (experiments/measurement/sequential.py).
+    # A primary cell's words beyond these four (experiments/measurement/stats/sequential.py).
     "not worth it": "is not worth deploying (shown to gain less than the smallest gain worth it)",
     "open": "is still open (more blocks are due)",
 }

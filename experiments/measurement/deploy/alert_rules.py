@@ -1,5 +1,5 @@
 """Prometheus alerting rules over vLLM's own metrics, in the two shapes the guardrails use
-(experiments/measurement/guardrails.py). Each rule is one object that gives both its PromQL,
+(experiments/measurement/deploy/guardrails.py). Each rule is one object that gives both its PromQL,
 which production's Prometheus evaluates, and its evaluation on two readings of one server's
 /metrics, which `./dev manage check_guardrails` makes: one copy of every expression.
 

@@ -1,5 +1,5 @@
 """An experiment's question: its primary cells, taken from the recorded runs, and the
-decision on each (experiments/measurement/sequential.py).
+decision on each (experiments/measurement/stats/sequential.py).
 
 The page (experiments/analysis/services.py), the worker deciding whether to add a block
 (experiments/analysis/continuation.py) and the simulation (scripts/check_verdicts.py) all
@@ -9,7 +9,7 @@ call `question_decisions` on inference.RunData, so they decide alike. Django-fre
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from experiments.measurement import inference, sequential, verdicts
+from experiments.measurement.stats import inference, sequential, verdicts
 
 CellKey = tuple[int, int]  # (arm, level)
 Decision = sequential.Decision[CellKey]
@@ -23,7 +23,7 @@ class Question:
     metric: str
     levels: tuple[int, ...]
     design: sequential.Design
-    # A break-even search (experiments/measurement/planner.py): the cells each arm's family counts,
+    # A break-even search (experiments/measurement/planning/planner.py): the cells each arm's family counts,
     # measured or not; its primary cells are the (arm, level) pairs it has measured. None: every
     # arm at every level of `levels`.
     family_per_arm: int | None = None

@@ -1,7 +1,7 @@
 """What to run in each concurrency band of a service's stated load (a ServiceProfile), from the
 primary cells of the team's experiments on its model and hardware. Free of Django.
 
-At each measured level the rule is experiments/measurement/recommendation.py's, over the arms
+At each measured level the rule is experiments/measurement/deploy/recommendation.py's, over the arms
 of every experiment that measured the level: the arm called faster with the largest speedup;
 no speculation where every arm is settled and none faster; undecided otherwise. The words stay
 the experiments' own (their primary cells hold the family-wise error); this module adds:
@@ -29,7 +29,8 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from experiments.measurement import recommendation, sequential
+from experiments.measurement.deploy import recommendation
+from experiments.measurement.stats import sequential
 
 RUN_ARM = recommendation.RUN_ARM
 NO_SPECULATION = recommendation.NO_SPECULATION

@@ -42,8 +42,8 @@ from typing import Generic, TypeVar
 import numpy as np
 from scipy import stats as scipy_stats
 
-from experiments.measurement.stats import RatioEstimate, block_interval
-from experiments.measurement.verdicts import TOO_FEW_BLOCKS
+from experiments.measurement.stats.intervals import RatioEstimate, block_interval
+from experiments.measurement.stats.verdicts import TOO_FEW_BLOCKS
 
 ALPHA = 0.05  # family-wise, over the primary cells, two-sided
 EQUIVALENCE_ALPHA = 0.05  # per side, TOST
@@ -104,11 +104,11 @@ class Design:
 @dataclass(frozen=True)
 class PrimaryCell(Generic[K]):
     """One primary cell's block ratios by block number, or why it cannot be called
-    (a no-call reason of experiments/measurement/verdicts.py: no data, failures differ,
+    (a no-call reason of experiments/measurement/stats/verdicts.py: no data, failures differ,
     stream distorted, not applicable).
 
     `entered` is the first block the cell was measured in: a level a break-even search added
-    later (experiments/measurement/planner.py) has its own looks, counted in its own blocks
+    later (experiments/measurement/planning/planner.py) has its own looks, counted in its own blocks
     (its first after FIRST_LOOK of them, its last at the design's maximum), each at the level
     its own boundary gives. Its blocks come after the data that chose it, so its p-values
     stay valid whatever chose it."""

@@ -1,7 +1,7 @@
 """Which guardrails a deploy decision gets, every number in them taken from its evidence.
 
 A deploy decision rests on the blocks its evidence measured for one speculative arm. Its rules
-(experiments/measurement/alert_rules.py) watch the service's vLLM servers:
+(experiments/measurement/deploy/alert_rules.py) watch the service's vLLM servers:
 
 - the acceptance rate (accepted / proposed draft tokens) below the lowest rate any block
   measured for any prompt category. A mix of the measured categories cannot fall below its
@@ -12,7 +12,7 @@ A deploy decision rests on the blocks its evidence measured for one speculative 
 - the running requests above the decision's concurrency, sustained: the decision says
   nothing about that load;
 - the running requests above the break-even concurrency, sustained, where the evidence shows
-  one (stats.break_even's CROSSES for the decision's metric): there speculation was measured
+  one (break_even.break_even's CROSSES for the decision's metric): there speculation was measured
   to stop paying.
 
 A group is a category of the uploaded prompt set, or all the prompts where there were none.
@@ -29,8 +29,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import zip_longest
 
-from experiments.measurement import alert_rules, vllm_metrics
-from experiments.measurement.alert_rules import AlertRule, GaugeAbove, RatioBelow, Selector
+from experiments.measurement.deploy import alert_rules
+from experiments.measurement.deploy.alert_rules import AlertRule, GaugeAbove, RatioBelow, Selector
+from experiments.measurement.engine import vllm_metrics
 
 ALL_PROMPTS = "all prompts"
 # rate()'s window, and how long a condition must hold before it alerts: long enough that a

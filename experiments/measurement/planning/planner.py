@@ -4,7 +4,7 @@ which concurrency does this arm pay?" with a range and a resolution instead of a
 The range and resolution make a grid of levels, evenly spaced on a log scale, neighbours at
 most `resolution` apart (`SearchRange.grid`). The search measures the range's ends first, on
 every block's servers. From the second block on, after each block, it reads each arm's
-primary cells (experiments/measurement/sequential.py's words and point estimates) and, per arm:
+primary cells (experiments/measurement/stats/sequential.py's words and point estimates) and, per arm:
 
 - the *bracket*: the highest level settled faster below the first level settled not faster
   (slower, equivalent or not worth it), and that first level. When they are neighbours on the
@@ -43,7 +43,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from experiments.measurement import sequential
+from experiments.measurement.stats import sequential
 
 FOUND = "found"
 PAYS_EVERYWHERE = "pays across the range"

@@ -1,0 +1,5 @@
+"""What the engine did and what it cost: step accounting (`steps`), the predicted speedup
+from acceptance and a measured draft cost (`prediction`), where a step's time goes in a
+profiler trace (`trace_shares`), whether the client saw the stream as the engine made it
+(`stream_fidelity`), the capacity figures of an interval (`capacity`) and the names of vLLM's
+metrics (`vllm_metrics`)."""
