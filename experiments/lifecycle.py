@@ -7,7 +7,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from experiments.analysis import continuation, primary
-from experiments.analysis.services import experiment_analyse, load_runs
+from experiments.analysis.loader import load_runs
+from experiments.analysis.services import experiment_analyse
 from experiments.execution import blocks
 from experiments.execution.services import EXPERIMENT_TRANSITIONS, check_transition, experiment_record_environment
 from experiments.models import Experiment, IllegalTransition, Run

@@ -30,7 +30,7 @@ from django.conf import settings  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 
 from experiments.analysis import device_time, primary  # noqa: E402
-from experiments.analysis.services import load_runs  # noqa: E402
+from experiments.analysis.loader import load_runs  # noqa: E402
 from experiments.definition import services as definition  # noqa: E402
 from experiments.definition.services import ArmSpec  # noqa: E402
 from experiments.measurement.planning import planner  # noqa: E402

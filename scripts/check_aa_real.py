@@ -20,7 +20,7 @@ import django
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 django.setup()
 
-from experiments.analysis.services import load_runs  # noqa: E402
+from experiments.analysis.loader import load_runs  # noqa: E402
 from experiments.measurement.stats import inference, question, sequential  # noqa: E402
 from experiments.models import Experiment  # noqa: E402
 

@@ -3,8 +3,8 @@ from unittest import mock
 
 import pytest
 
-# The real Celery worker process of the integration tests.
-pytest_plugins = ["tests.worker_fixtures"]
+# The real Celery worker process of the real tier; the phases, their markers and time budget.
+pytest_plugins = ["tests.worker_fixtures", "tests.phases"]
 
 # ---------------------------------------------------------------- web: users, clients, dispatch
 # Fixtures of the forms and views tests (the browser's are in tests/browser/conftest.py).

@@ -154,7 +154,7 @@ def results_payload(experiment: Experiment) -> dict:
     }
 
 
-# The stored chart series the page draws, by name (experiments/analysis/services.py).
+# The stored chart series the page draws, by name (experiments/analysis/series.py).
 SERIES = (
     "tpot_cdf", "acceptance_length_cdf", "tokens_per_step", "along_output", "predicted",
     "by_category", "by_input_length", "step_accounting", "calibration",

@@ -13,6 +13,7 @@ from django import forms as django_forms
 from django.urls import reverse
 
 from experiments.analysis import acceptance_sweep
+from experiments.analysis import loader
 from experiments.analysis import services as analysis
 from experiments.analysis.acceptance_sweep import (
     AT_OR_BELOW,
@@ -267,7 +268,7 @@ def test_synthetic_runs_stay_out_of_the_arms_statistics_verdicts_steps_and_headl
         .filter(run__synthetic_acceptance_length__isnull=False)
         .exists()
     )
-    assert [r.arm for r in analysis.load_runs(experiment)].count(experiment.arms.get(label="n-gram k=4").id) == 4
+    assert [r.arm for r in loader.load_runs(experiment)].count(experiment.arms.get(label="n-gram k=4").id) == 4
 
 
 @pytest.mark.django_db

@@ -4,7 +4,7 @@ import struct
 
 import pytest
 
-from experiments.analysis import services
+from experiments.analysis import page_warnings
 from experiments.analysis.services import experiment_analyse
 from experiments.measurement.encoding.token_ids import pack_token_ids, unpack_token_ids
 from experiments.models import Arm, EnvironmentSnapshot, Experiment, RequestRecord, Run, RunSummary, SpeedupEstimate
@@ -171,7 +171,7 @@ def test_the_fidelity_warning_claims_only_more_differences_than_the_replicate():
         {"arm_id": 2, "replicate": False, "level": 4, "prompts": 40, "prompts_differing": 12,
          "p_more_than_replicate": 0.00081, "warn": True},
     ]  # fmt: skip
-    [warning] = services._fidelity_warnings(rows, {1: "replicate", 2: "draft k=4"})
+    [warning] = page_warnings.fidelity_warnings(rows, {1: "replicate", 2: "draft k=4"})
     assert warning.startswith(
         "draft k=4 at concurrency 4: the output differed from the baseline's in at least one block for 12 of 40 "
         "prompts, against 1 of 40 for the A/A replicate: clearly more often (one-sided Fisher exact test on "

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from experiments import lifecycle
 from experiments.analysis import continuation, primary
-from experiments.analysis.services import load_runs
+from experiments.analysis.loader import load_runs
 from experiments.models import Arm, Experiment, Run
 from tests.factories import ArmFactory, ExperimentFactory, RequestRecordFactory, RunFactory, RunSummaryFactory
 

@@ -13,7 +13,8 @@ from django.utils import timezone
 
 from experiments import lifecycle
 from experiments.analysis import continuation, primary, search
-from experiments.analysis.services import experiment_analyse, load_runs
+from experiments.analysis.loader import load_runs
+from experiments.analysis.services import experiment_analyse
 from experiments.measurement.deploy import batch_schedule
 from experiments.measurement.planning import planner
 from experiments.models import Arm, Experiment, Run

@@ -8,7 +8,8 @@ import pytest
 from django.utils import timezone
 
 from experiments.analysis import variance
-from experiments.analysis.services import experiment_analyse, load_runs
+from experiments.analysis.loader import load_runs
+from experiments.analysis.services import experiment_analyse
 from experiments.measurement.stats import variance_components as vc
 from experiments.models import Arm, Experiment, Run, SpeedupEstimate
 from tests.factories import ArmFactory, ExperimentFactory, RequestRecordFactory, RunFactory, RunSummaryFactory

@@ -31,7 +31,7 @@ from django.test import Client
 from django.urls import reverse
 
 from experiments.analysis import device_time, primary
-from experiments.analysis.services import load_runs
+from experiments.analysis.loader import load_runs
 from experiments.definition import services as definition
 from experiments.definition.services import ArmSpec
 from experiments.execution import services as execution

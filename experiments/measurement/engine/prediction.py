@@ -10,7 +10,7 @@ no prediction: a c fitted to the measured speedup would make the prediction equa
 measurement by construction. c's interval gives the prediction's, and the test compares the two
 intervals (`agreement`).
 
-Django-free; experiments/analysis/services.py reads the rows and stores `predicted` in the analysis'
+Django-free; experiments/analysis/series.py reads the rows and stores `predicted` in the analysis'
 series. Definitions: docs/metrics.md ("Predicted speedup") and the page.
 """
 

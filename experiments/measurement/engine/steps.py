@@ -7,7 +7,7 @@ come apart here, so the page can say which one moved when a speedup shrinks as b
 grow. Everything comes from what each request recorded (TTFT, E2E, output tokens and
 vLLM's per-step accepted counts and its own decode time); nothing is fitted.
 
-Django-free, so it can be checked on hand-made records; experiments/analysis/services.py reads the
+Django-free, so it can be checked on hand-made records; experiments/analysis/series.py reads the
 request rows and stores `step_accounting` in the analysis' series. Definitions:
 docs/metrics.md ("Step accounting") and the page.
 """

@@ -1,9 +1,9 @@
 """From recorded runs to speedups with intervals, verdicts, break-even and output fidelity.
 
-Django-free: experiments/analysis/services.py reads the runs from PostgreSQL into RunData and calls
-`speedup_cells`, `break_evens` and `fidelity_cells`; scripts/check_verdicts.py feeds the
-same functions simulated runs with known effects. One code path, so the simulation
-checks what the page shows.
+Django-free: experiments/analysis/loader.py reads the runs from PostgreSQL into RunData, and
+experiments/analysis/services.py calls `speedup_cells`, `break_evens` and `fidelity_cells`;
+scripts/check_verdicts.py feeds the same functions simulated runs with known effects. One code
+path, so the simulation checks what the page shows.
 
 The unit of inference is the block (docs/verdicts.md): at each level, the arm's run and
 the baseline's run of the same block give one ratio (per-request values paired by prompt

@@ -1,0 +1,62 @@
+"""An experiment's succeeded runs read from PostgreSQL into inference.RunData
+(experiments/measurement/stats/inference.py): the input of the stored analysis
+(experiments/analysis/services.py), of the worker's decision to add a block
+(experiments/analysis/continuation.py) and of the A/A checks. The arithmetic is the inference
+code's, which the simulation in scripts/check_verdicts.py calls alike.
+"""
+
+from collections import defaultdict
+
+from experiments.measurement.encoding.token_ids import unpack_token_ids
+from experiments.measurement.stats import inference
+from experiments.models import Experiment, RequestRecord, RunSummary, SpeedupEstimate
+
+Metric = SpeedupEstimate.Metric
+REQUEST_COLUMNS = {
+    Metric.SERVER_TPOT: "server_tpot_ms",
+    Metric.TPOT: "tpot_ms",
+    Metric.E2E: "e2e_ms",
+    Metric.TTFT: "ttft_ms",
+}
+RUN_COLUMNS = {Metric.OUTPUT_THROUGHPUT: "output_throughput", Metric.REQUEST_THROUGHPUT: "request_throughput"}
+
+
+def _request_rows(experiment: Experiment, *, with_outputs: bool):
+    columns = ["run_id", "prompt_index", "output_tokens", *REQUEST_COLUMNS.values()]
+    if with_outputs:
+        columns.append("output_token_ids")
+    rows = RequestRecord.objects.succeeded_of(experiment)
+    return rows.order_by("run_id", "prompt_index").values_list(*columns)
+
+
+def load_runs(experiment: Experiment) -> list[inference.RunData]:
+    """Every succeeded run of the experiment as inference.RunData, in a stable order."""
+    with_outputs = experiment.is_greedy
+    latencies: defaultdict[int, dict[str, dict[int, float | None]]] = defaultdict(
+        lambda: {metric: {} for metric in REQUEST_COLUMNS}
+    )
+    outputs: defaultdict[int, dict[int, list[int]]] = defaultdict(dict)
+    output_tokens: defaultdict[int, dict[int, int]] = defaultdict(dict)
+    rows = _request_rows(experiment, with_outputs=with_outputs)
+    for run_id, prompt, tokens, *values in rows.iterator(chunk_size=5000):
+        output_tokens[run_id][prompt] = tokens
+        for metric, value in zip(REQUEST_COLUMNS, values, strict=False):
+            latencies[run_id][metric][prompt] = value
+        if with_outputs and values[-1] is not None:
+            outputs[run_id][prompt] = unpack_token_ids(values[-1])
+    summaries = RunSummary.objects.succeeded_of(experiment).order_by("run_id")
+    return [
+        inference.RunData(
+            arm=s.run.arm_id,
+            level=s.run.concurrency,
+            block=s.run.repetition,
+            latencies={str(metric): values for metric, values in latencies[s.run_id].items()},
+            throughputs={str(metric): getattr(s, column) for metric, column in RUN_COLUMNS.items()},
+            failed=s.failed,
+            outputs=outputs[s.run_id],
+            stream_flagged=s.stream_flagged,
+            output_tokens=output_tokens[s.run_id],
+            requests=s.completed + s.failed,
+        )
+        for s in summaries.select_related("run")
+    ]
