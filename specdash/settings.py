@@ -108,6 +108,8 @@ STORAGES = {
 
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = True
+# A refused CSRF check says why, as every other refusal does (JSON under /api/).
+CSRF_FAILURE_VIEW = "specdash.views.csrf_failure"
 X_FRAME_OPTIONS = "DENY"
 
 # HTTPS: one switch for an installation served over TLS, each setting overridable.
@@ -164,6 +166,7 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["experiments.api.parsers.JSONParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "experiments.api.exceptions.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "specdash API",

@@ -46,3 +46,14 @@ def server_error(request):
     if request.path.startswith("/api/"):
         return JsonResponse({"detail": "The server failed on this request; the error was logged."}, status=500)
     return defaults.server_error(request)
+
+
+def csrf_failure(request, reason=""):
+    """Django's CSRF refusal, in words (and JSON under /api/): the page was open too long, or the
+    request did not come from this site's own page."""
+    message = (
+        "The request did not carry this site's security token (CSRF check failed: a page kept "
+        "open past a log-in, cookies blocked, or a request sent from elsewhere). Nothing was "
+        "changed. Reload the page and try again."
+    )
+    return _answer(request, 403, "Not allowed", message)

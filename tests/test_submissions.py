@@ -4,11 +4,13 @@ arrive together; a write that fails leaves its key free."""
 
 import re
 import threading
+from datetime import timedelta
 
 import pytest
 from django.contrib.messages import get_messages
 from django.db import connection
 from django.urls import reverse
+from django.utils import timezone
 
 from experiments import submissions
 from experiments.models import Comment, Experiment, Submission
@@ -81,16 +83,44 @@ def test_a_comment_sent_twice_is_one_comment(logged_in_client, user):
     assert Comment.objects.filter(experiment=experiment).count() == 1
 
 
-def test_a_key_is_the_users_own(celery_dispatch):
+def _once(user, key: str, write, *, door: str = "/door/", kind: str = Submission.Kind.FORM, fingerprint: str = "f"):
+    return submissions.submission_once(
+        user=user, kind=kind, door=door, key=key, fingerprint=fingerprint, write=write
+    )
+
+
+def test_a_key_is_the_users_own_for_one_kind_and_one_door(celery_dispatch):
     alice, bob = UserFactory(), UserFactory()
+    writes = iter(range(100))
 
     def write() -> str:
-        return f"/experiments/{Experiment.objects.count()}/"
+        return f"/written/{next(writes)}/"
 
-    assert submissions.submission_once(user=alice, key="same", write=write) == ("/experiments/0/", True)
-    assert submissions.submission_once(user=bob, key="same", write=write) == ("/experiments/0/", True)
-    assert submissions.submission_once(user=alice, key="same", write=write) == ("/experiments/0/", False)
-    assert Submission.objects.count() == 2
+    assert _once(alice, "same", write) == ("/written/0/", True)
+    assert _once(bob, "same", write) == ("/written/1/", True)
+    assert _once(alice, "same", write, door="/other/") == ("/written/2/", True)
+    assert _once(alice, "same", write, kind=Submission.Kind.API) == ("/written/3/", True)
+    assert _once(alice, "same", write) == ("/written/0/", False)
+    assert Submission.objects.count() == 4
+
+
+def test_the_same_key_with_other_content_is_refused_and_writes_nothing(user):
+    assert _once(user, "k", lambda: "/first/", fingerprint="a") == ("/first/", True)
+    with pytest.raises(submissions.KeyReused):
+        _once(user, "k", lambda: pytest.fail("a reused key wrote"), fingerprint="b")
+    assert _once(user, "k", lambda: "/never/", fingerprint="a") == ("/first/", False)
+
+
+def test_a_key_is_forgotten_after_its_lifetime(user):
+    assert _once(user, "k", lambda: "/first/") == ("/first/", True)
+    Submission.objects.update(created_at=timezone.now() - submissions.LIFETIME - timedelta(seconds=1))
+    assert _once(user, "k", lambda: "/second/") == ("/second/", True)
+    assert Submission.objects.get().location == "/second/"
+
+
+def test_a_fingerprint_is_of_the_values_not_their_spelling():
+    assert submissions.body_fingerprint({"a": 1, "b": [1, 2]}) == submissions.body_fingerprint({"b": [1, 2], "a": 1})
+    assert submissions.body_fingerprint({"a": 1}) != submissions.body_fingerprint({"a": 2})
 
 
 def test_a_write_that_fails_takes_its_claim_with_it(user):
@@ -99,10 +129,10 @@ def test_a_write_that_fails_takes_its_claim_with_it(user):
         raise RuntimeError("the write broke half-way")
 
     with pytest.raises(RuntimeError):
-        submissions.submission_once(user=user, key="k", write=fails)
+        _once(user, "k", fails)
     assert not Submission.objects.exists()
     assert not Experiment.objects.exists()
-    assert submissions.submission_once(user=user, key="k", write=lambda: "/done/") == ("/done/", True)
+    assert _once(user, "k", lambda: "/done/") == ("/done/", True)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -119,7 +149,7 @@ def test_twins_that_arrive_together_write_once(user):
 
     def send():
         try:
-            answers.append(submissions.submission_once(user=user, key="twin", write=write))
+            answers.append(_once(user, "twin", write))
         finally:
             connection.close()
 
@@ -157,3 +187,15 @@ def test_the_api_refuses_a_key_it_cannot_keep(user, key):
     assert response.status_code == 400
     assert "Idempotency-Key" in response.json()["detail"]
     assert not Experiment.objects.exists()
+
+
+def test_a_form_sent_again_with_other_values_is_a_409_that_stores_nothing(logged_in_client, celery_dispatch):
+    """The page used again after its first submission (the browser's back button, an edit, a
+    second send): its key says "sent before" and its values say "not a retry"."""
+    key = _key(logged_in_client.get(reverse("experiments:create")))
+    logged_in_client.post(reverse("experiments:create"), form_data(name="first") | {"submission_key": key})
+    again = logged_in_client.post(reverse("experiments:create"), form_data(name="edited") | {"submission_key": key})
+
+    assert again.status_code == 409
+    assert "sent before with other values" in again.text
+    assert list(Experiment.objects.values_list("name", flat=True)) == ["first"]

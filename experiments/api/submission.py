@@ -48,6 +48,43 @@ def _initial(field: forms.Field):
     return field.initial() if callable(field.initial) else field.initial
 
 
+def _is_number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _takes_number(field: forms.Field) -> bool:
+    """A field whose JSON value is a number: a count, a rate, a limit, or a row by its id."""
+    if isinstance(field, forms.ModelChoiceField):
+        return field.to_field_name is None
+    return isinstance(field, forms.IntegerField | forms.FloatField | forms.DecimalField)
+
+
+def _wrong_type(name: str, field: forms.Field, value) -> str | None:
+    """Why a JSON value has the wrong type for its field (a number given as text, text as a
+    number), or None. The value itself is not repeated: it may be anything, of any length."""
+    if value is None:
+        return None
+    if name in LIST_FIELDS and isinstance(value, list):
+        return None if all(_is_number(item) for item in value) else "Must be a list of numbers."
+    if name in JSON_FIELDS and isinstance(value, list):
+        return None
+    if _takes_number(field):
+        return None if _is_number(value) else f"Must be a number, not {_json_type(value)}."
+    if not isinstance(value, str):
+        return f"Must be text, not {_json_type(value)}."
+    return None
+
+
+def _json_type(value) -> str:
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, list):
+        return "a list"
+    return "an object" if isinstance(value, dict) else "a number"
+
+
 def _form_value(name: str, field: forms.Field, value, errors: dict):
     """A JSON value as the browser would post it, or None to post nothing (an unticked box)."""
     if isinstance(field, forms.BooleanField):
@@ -55,15 +92,16 @@ def _form_value(name: str, field: forms.Field, value, errors: dict):
             errors[name] = ["Must be true or false."]
             return None
         return "on" if value else None
+    problem = _wrong_type(name, field, value)
+    if problem:
+        errors[name] = [problem]
+        return None
     if isinstance(value, list) and name in LIST_FIELDS:
         return ", ".join(str(item) for item in value)
     if isinstance(value, list) and name in JSON_FIELDS:
         return json.dumps(value)
     if value is None:
         return ""
-    if isinstance(value, dict | list | bool):
-        errors[name] = ["Must be a single value (text or a number)."]
-        return None
     return str(value)
 
 

@@ -5,9 +5,9 @@ from typing import TYPE_CHECKING, TypedDict, cast
 
 from django.contrib.auth.decorators import login_not_required
 from django.shortcuts import get_object_or_404
-from django.urls import resolve, reverse
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
+from rest_framework.exceptions import NotFound
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -27,7 +27,7 @@ from experiments.api.serializers import (
 from experiments.api.submission import SpecInvalid, submission_from_spec
 from experiments.definition import services as definition
 from experiments.execution import services as execution
-from experiments.models import Experiment, IllegalTransition
+from experiments.models import Experiment, IllegalTransition, Submission
 from experiments.results import exports, selectors
 
 if TYPE_CHECKING:
@@ -110,11 +110,16 @@ class ExperimentsView(ApiView):
         parameters=[
             OpenApiParameter(
                 submissions.HEADER, str, OpenApiParameter.HEADER,
-                description="Optional, 1 to 64 printable ASCII characters. A submission retried with the same "
-                "key creates nothing and answers 200 with the experiment the first one created.",
+                description="Optional, 1 to 64 printable ASCII characters, yours alone and for this endpoint "
+                "only, kept 24 hours. A submission retried with the same key and the same body creates nothing "
+                "and answers 200 with the experiment the first one created; the same key with another body is "
+                "refused with 422.",
             )
         ],
-        responses={201: ExperimentSerializer, 200: ExperimentSerializer, 400: SpecErrorsSerializer},
+        responses={
+            201: ExperimentSerializer, 200: ExperimentSerializer, 400: SpecErrorsSerializer,
+            404: DetailSerializer, 422: DetailSerializer,
+        },
     )  # fmt: skip
     def post(self, request):
         """Submit an experiment. The spec is judged by the experiment form's own rules and
@@ -131,16 +136,30 @@ class ExperimentsView(ApiView):
 
         def write() -> str:
             experiment = definition.experiment_create(owner=request.user, arms=submission.arms, **submission.fields)
-            return reverse("api:experiment-detail", args=[experiment.pk])
+            return str(experiment.pk)
 
         if key is None:
-            location, wrote = write(), True
-        else:
-            location, wrote = submissions.submission_once(user=request.user, key=key, write=write)
-        experiment = Experiment.objects.get(pk=resolve(location).kwargs["pk"])
-        return Response(
-            payloads.experiment_payload(experiment), status=status.HTTP_201_CREATED if wrote else status.HTTP_200_OK
-        )
+            return Response(payloads.experiment_payload(Experiment.objects.get(pk=write())), status=201)
+        try:
+            stored, wrote = submissions.submission_once(
+                user=request.user, kind=Submission.Kind.API, door=submissions.door_of(request), key=key,
+                fingerprint=submissions.body_fingerprint(request.data), write=write,
+            )  # fmt: skip
+        except submissions.KeyReused:
+            detail = (
+                f"This {submissions.HEADER} was used before with a different request body; nothing was created. "
+                "Reuse a key only to retry the same request, and send a new key with a new one."
+            )
+            return Response({"detail": detail}, status=status.HTTP_422_UNPROCESSABLE_ENTITY)
+        return Response(_replayed(request, stored), status=status.HTTP_201_CREATED if wrote else status.HTTP_200_OK)
+
+
+def _replayed(request, stored: str) -> dict:
+    """The experiment a key's first submission created, looked up again among the user's own
+    teams' experiments (a 404 when it can no longer be seen, or the row holds no experiment id)."""
+    if not stored.isdigit():
+        raise NotFound(f"The experiment this {submissions.HEADER} created is not one you can see.")
+    return payloads.experiment_payload(_experiment(request, int(stored)))
 
 
 class ExperimentView(ApiView):

@@ -80,7 +80,8 @@ def setting_field(setting: ServerSetting) -> forms.Field:
     def check(value) -> None:
         problem = setting.problem(value)
         if problem:
-            raise forms.ValidationError(f"{setting.label} {problem} (got {server_settings.shown(value)}).")
+            shown = text_rules.excerpt(server_settings.shown(value))
+            raise forms.ValidationError(f"{setting.label} {problem} (got {shown}).")
 
     field = forms.IntegerField if setting.kind is int else forms.FloatField
     return field(validators=[check], **common | {"help_text": f"{setting.help_text} Allowed: {setting.range_text()}."})
@@ -126,18 +127,19 @@ def reject_control_queue(value: str) -> None:
 def clean_model_path(value: str) -> str:
     """A model path on the worker (experiments/rules/model_paths.py: inside SPECDASH_MODELS_DIR
     unless the installation allows any path or model id). The worker checks the rule again,
-    and that the path holds a model there, before it starts a server (workers/runner.py)."""
+    and that the path holds a model there, before it starts a server (workers/server/launch.py)."""
     value = value.strip()
     reject_markup(value)
-    if any(char.isspace() for char in value):
-        raise forms.ValidationError("A model path must not contain spaces, tabs or line breaks.")
     reject_controls(value)
-    refusal = model_path_refusal(value)
+    if settings.SPECDASH_ALLOW_ANY_MODEL_PATH:
+        stored = os.path.normpath(value) if value.startswith("/") else value
+    else:
+        stored = os.path.realpath(value)
+    # The path as typed, and as stored (links resolved): the worker checks the stored one again.
+    refusal = model_path_refusal(value) or model_path_refusal(stored)
     if refusal is not None:
         raise forms.ValidationError(refusal)
-    if settings.SPECDASH_ALLOW_ANY_MODEL_PATH:
-        return os.path.normpath(value) if value.startswith("/") else value
-    return os.path.realpath(value)
+    return stored
 
 
 def parse_concurrency_levels(text: str) -> list[int]:
@@ -979,6 +981,12 @@ class ArmForm(forms.Form):
 
 
 class BaseArmFormSet(forms.BaseFormSet):
+    # Django's own words ("Please submit at most 8 forms") speak of forms, which an API client never saw.
+    default_error_messages = {
+        "too_many_forms": f"At most {MAX_ARMS} speculative arms.",
+        "too_few_forms": "Add at least one speculative arm; the baseline is added for you.",
+    }
+
     def __init__(self, *args, **kwargs):
         # Every row the page submits is an arm the user wants: an untouched default row
         # is validated like any other, not skipped as "empty".

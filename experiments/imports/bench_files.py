@@ -193,6 +193,15 @@ def _typed(name: str, content: dict, key: str, kind: str):
     return value
 
 
+def _checked_model_id(name: str, model_id: str) -> str:
+    """A file's model_id becomes the imported experiment's target model, shown as a name: the
+    rules for a name apply (it is a label of what ran elsewhere, never a path specdash loads)."""
+    problem = text_rules.name_problem(model_id)
+    if problem:
+        raise BenchFileRefused(f"{name}: the model_id holds {problem}, which a model's name must not.")
+    return model_id.strip()
+
+
 def _checked_label(name: str, label: str) -> str:
     """A label becomes an arm's label: the form's rules for one apply."""
     label = label.strip()
@@ -287,7 +296,7 @@ def bench_file_read(name: str, data: bytes) -> BenchFile:
         level=values["max_concurrency"],
         label=_checked_label(name, values.get("label", "")),
         date=values.get("date", ""),
-        model_id=values.get("model_id", ""),
+        model_id=_checked_model_id(name, values.get("model_id", "")),
         values=values,
         requests=_requests(name, content),
     )

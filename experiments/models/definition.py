@@ -93,7 +93,7 @@ class Experiment(models.Model):
     dtype = models.CharField(max_length=16, default="auto")
     max_model_len = models.PositiveIntegerField(default=512)
     # GPUs each of the experiment's vLLM servers spans (its --tensor-parallel-size); the worker
-    # that takes the experiment must see at least this many (workers/runner.py).
+    # that takes the experiment must see at least this many (workers/server/launch.py).
     tensor_parallel_size = models.PositiveSmallIntegerField(
         default=1, validators=[MinValueValidator(1), MaxValueValidator(MAX_TENSOR_PARALLEL_SIZE)]
     )
@@ -574,17 +574,28 @@ class Submission(models.Model):
     """A write that a user's page or API client sent, under the key it carried: a form posted
     twice (a double click, a browser's retry) or an API call retried with the same
     Idempotency-Key stores once, and the second answer points at the first's result
-    (experiments/submissions.py)."""
+    (experiments/submissions.py). A key belongs to one user, one kind and one door (the path it
+    was sent to), and remembers a fingerprint of what was sent with it."""
 
     KEY_CHARS = 64
+    DOOR_CHARS = 200
+
+    class Kind(models.TextChoices):
+        FORM = "form", "a page's one-time form key"
+        API = "api", "an API client's Idempotency-Key"
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=4, choices=Kind.choices, default=Kind.FORM)
+    door = models.CharField(max_length=DOOR_CHARS, default="", help_text="The path the key was sent to.")
     key = models.CharField(max_length=KEY_CHARS)
-    created_at = models.DateTimeField(auto_now_add=True)
+    fingerprint = models.CharField(max_length=64, default="", help_text="sha256 of what was sent with the key.")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     location = models.CharField(max_length=500, blank=True, help_text="Where the first submission's result is.")
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["user", "key"], name="submission_user_key_unique")]
+        constraints = [
+            models.UniqueConstraint(fields=["user", "kind", "door", "key"], name="submission_user_door_key_unique")
+        ]
 
     def __str__(self):
-        return f"submission {self.key} of {self.user}"
+        return f"{self.kind} key {self.key} of {self.user} at {self.door}"

@@ -139,6 +139,10 @@ def _prompt_text(where: str, value: object, what: str) -> str:
         raise PromptFileRefused(f"{where}: {what} must be non-empty text.")
     if len(value) > MAX_PROMPT_CHARS:
         raise PromptFileRefused(f"{where}: {what} has {len(value):,} characters, more than {MAX_PROMPT_CHARS:,}.")
+    found = text_rules.prose_control_char(value)
+    if found:
+        # The prompt set's page shows the text: a direction override would show it reordered.
+        raise PromptFileRefused(f"{where}: {what} holds an invisible control character ({found}).")
     return value
 
 

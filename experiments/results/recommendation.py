@@ -9,6 +9,7 @@ from django.urls import reverse
 
 from experiments.measurement.deploy import recommendation
 from experiments.models import Experiment
+from experiments.rules import commands
 
 
 def page_context(*, experiment: Experiment, question: dict) -> dict:
@@ -77,8 +78,7 @@ def _proposal(
             upto = item.level
         fields.update(kind="deploy", arm=first.arm, max_concurrency=upto)
         if derived_config is not None:
-            config = json.dumps(derived_config, sort_keys=True)
-            rationale += f" Derived, to confirm as an arm first: --speculative-config '{config}'."
+            rationale += f" Derived, to confirm as an arm first: {commands.speculative_config_flag(derived_config)}."
     elif levels and all(item.word == recommendation.NO_SPECULATION for item in levels):
         fields["kind"] = "do_not_deploy"
     else:

@@ -11,13 +11,13 @@ arm and the band from the upper level on to plain decoding. Between them the bre
 at the resolution the experiment asked for.
 """
 
-import json
 from urllib.parse import urlencode
 
 from django.urls import reverse
 
 from experiments.measurement.planning import planner
 from experiments.models import Arm, Experiment
+from experiments.rules import commands
 
 
 def _best(arms: list[dict]) -> dict | None:
@@ -85,15 +85,15 @@ def _proposal(
     if confirmed is not None and best is not None:
         fields |= {"kind": "deploy", "arm": confirmed.id, "max_concurrency": best["above"]}
         rationale += (
-            f" The derived schedule was confirmed by {confirmed.label}: --speculative-config "
-            f"'{json.dumps(confirmed.speculative_config(), sort_keys=True)}' speculates up to the break-even and not "
-            "above it."
+            f" The derived schedule was confirmed by {confirmed.label}: "
+            f"{commands.speculative_config_flag(confirmed.speculative_config() or {})} speculates up to the "
+            "break-even and not above it."
         )
     elif best is not None:
         upto = search["high"] if best["state"] == planner.PAYS_EVERYWHERE else best["below"]
         fields |= {"kind": "deploy", "arm": best["arm_id"], "max_concurrency": upto}
         if best.get("derived"):
-            rationale += f" Derived, to confirm as an arm first: --speculative-config '{best['derived']}'."
+            rationale += f" Derived, to confirm as an arm first: {commands.speculative_config_flag(best['derived'])}."
     elif search["arms"] and all(arm["state"] == planner.PAYS_NOWHERE for arm in search["arms"]):
         fields["kind"] = "do_not_deploy"
     else:

@@ -3,7 +3,6 @@ runs and progress. The results block's data is in experiments/results/block.py, 
 experiments/results/exports.py."""
 
 import json
-import shlex
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from experiments.models import (
     Run,
 )
 from experiments.results import engine
+from experiments.rules import commands as shell
 
 
 def experiment_list(*, user, status: str = "", owner=None, search: str = "") -> QuerySet[Experiment]:
@@ -80,7 +80,7 @@ def experiment_arms(*, experiment: Experiment) -> list[ArmProtocol]:
     snapshots = EnvironmentSnapshot.objects.filter(run__experiment=experiment)
     commands = defaultdict(set)
     for arm_id, command in snapshots.values_list("run__arm_id", "server_command").distinct():
-        commands[arm_id].add(shlex.join(_without_port(command)))
+        commands[arm_id].add(shell.shell_join(_without_port(command)))
     arms = list(experiment.arms.order_by("position"))
     decisions = engine.arm_decisions(experiment=experiment)
     baseline = next((decisions.get(arm.id, []) for arm in arms if arm.is_baseline), [])

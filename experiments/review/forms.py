@@ -2,7 +2,6 @@
 Validation and normalisation only."""
 
 import dataclasses
-import json
 
 from django import forms
 
@@ -11,6 +10,7 @@ from experiments.definition.forms import reject_controls_multiline
 from experiments.definition.speculative_configs import config_problem
 from experiments.models import Arm, Decision, Experiment, SpeedupEstimate
 from experiments.review.services import DecisionSpec
+from experiments.rules import commands
 
 
 class CommentForm(forms.Form):
@@ -30,8 +30,9 @@ class CommentForm(forms.Form):
 
 
 def _arm_choice(arm: Arm) -> str:
-    config = json.dumps(arm.speculative_config())
-    return f"#{arm.experiment_id} {arm.label} — --speculative-config {config}"
+    config = arm.speculative_config()
+    assert config is not None, "only a speculative arm is offered for deployment"
+    return f"#{arm.experiment_id} {arm.label} — {commands.speculative_config_flag(config)}"
 
 
 class DecisionForm(forms.Form):

@@ -8,7 +8,9 @@ with the text, or None, and each door says it in its own words (a form error, a 
   surrogate), such as bidi overrides and zero-width characters, which would make a name,
   label or category show something other than what it is;
 - no markup: < and >, in the short texts the pages show as names (escaped on every page all
-  the same).
+  the same);
+- in prose (a prompt, a chat message): no bidi controls and no control characters but line
+  breaks and tabs; joiners and direction marks stay, as real text in many scripts needs them.
 """
 
 import unicodedata
@@ -30,6 +32,27 @@ def control_char(text: str, allowed: str = "") -> str | None:
     return None
 
 
+# The explicit direction embeddings, overrides and isolates (Unicode's bidi controls, UAX #9):
+# they make text show in an order other than the one it is read in ("Trojan Source").
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def prose_control_char(text: str) -> str | None:
+    """In long text (a prompt, a message): the first bidi control or control character other
+    than a line break or a tab, named; None when there is none. Other format characters stay:
+    joiners belong to emoji and to scripts such as Persian, and marks to right-to-left text."""
+    for char in text:
+        if char in BIDI_CONTROLS or (unicodedata.category(char) == "Cc" and char not in LINE_BREAKS):
+            return f"U+{ord(char):04X} {unicodedata.name(char, 'control character')}"
+    return None
+
+
+def excerpt(text: str, limit: int = 24) -> str:
+    """A value quoted back in a message, cut to `limit` characters: a refusal names what it
+    refused without echoing a megabyte of it."""
+    return text if len(text) <= limit else f"{text[: limit - 1]}… ({len(text):,} characters)"
+
+
 def has_markup(text: str) -> bool:
     return "<" in text or ">" in text
 
@@ -42,4 +65,13 @@ def name_problem(text: str) -> str | None:
     return "< or >" if has_markup(text) else None
 
 
-__all__ = ["LINE_BREAKS", "control_char", "has_markup", "name_problem", "text_problem"]
+__all__ = [
+    "BIDI_CONTROLS",
+    "LINE_BREAKS",
+    "control_char",
+    "excerpt",
+    "has_markup",
+    "name_problem",
+    "prose_control_char",
+    "text_problem",
+]

@@ -221,7 +221,9 @@ def test_two_identical_arms_are_refused_as_by_the_form(api):
     [
         ({"concurency_levels": [1]}, "concurency_levels", "Unknown field “concurency_levels”"),
         ({"aa_replicate": "yes"}, "aa_replicate", "Must be true or false."),
-        ({"max_tokens": [64]}, "max_tokens", "Must be a single value"),
+        ({"max_tokens": [64]}, "max_tokens", "Must be a number, not a list."),
+        ({"max_tokens": "64"}, "max_tokens", "Must be a number, not text."),
+        ({"name": 7}, "name", "Must be text, not a number."),
         ({"arms": {"method": "ngram"}}, "arms", "A list of speculative arms"),
     ],
 )

@@ -3,6 +3,7 @@ recommend, and the derived --speculative-config when one arm pays only at the lo
 
 import json
 import re
+import shlex
 from html import unescape
 
 import pytest
@@ -44,7 +45,9 @@ def test_an_arm_that_pays_only_at_the_lower_level_gets_a_derived_schedule(logged
     assert rows == [("run arm", "1"), ("no speculation", "4")]
     assert "1.31×" in section
     arm = experiment.arms.get(id=first)
-    config = json.loads(unescape(section.split("--speculative-config '")[1].split("'</pre>")[0]))
+    flag, config_json = shlex.split(unescape(section.split('<pre id="recommendation-config">')[1].split("</pre>")[0]))
+    assert flag == "--speculative-config"
+    config = json.loads(config_json)
     # Levels 1 and 4 part at isqrt(1 * 4) = 2; the top band reaches the highest level measured.
     assert config == {**arm.speculative_config(), "num_speculative_tokens_per_batch_size": [
         [1, 2, arm.num_speculative_tokens], [3, 4, 0]]}  # fmt: skip

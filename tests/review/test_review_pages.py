@@ -103,10 +103,10 @@ def test_the_proposal_form_offers_the_cited_experiments_and_their_arms(logged_in
     form = response.context["form"]
     assert form["evidence"].value() == [evidence.pk]
     assert [label for _, label in form.fields["arm"].choices][1:] == [
-        f'#{evidence.pk} n-gram k=4 — --speculative-config {{"method": "ngram", "num_speculative_tokens": 4, '
-        '"prompt_lookup_max": 4, "prompt_lookup_min": 2}',
-        f'#{evidence.pk} draft k=3 — --speculative-config {{"method": "draft_model", "num_speculative_tokens": 3, '
-        '"model": "/models/draft"}',
+        f'#{evidence.pk} n-gram k=4 — --speculative-config \'{{"method": "ngram", "num_speculative_tokens": 4, '
+        '"prompt_lookup_max": 4, "prompt_lookup_min": 2}\'',
+        f'#{evidence.pk} draft k=3 — --speculative-config \'{{"method": "draft_model", "model": "/models/draft", '
+        '"num_speculative_tokens": 3}\'',
     ]
 
 
