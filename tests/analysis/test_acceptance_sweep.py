@@ -12,8 +12,7 @@ import pytest
 from django import forms as django_forms
 from django.urls import reverse
 
-from experiments.analysis import acceptance_sweep
-from experiments.analysis import loader
+from experiments.analysis import acceptance_sweep, loader
 from experiments.analysis import services as analysis
 from experiments.analysis.acceptance_sweep import (
     AT_OR_BELOW,
