@@ -1,10 +1,7 @@
 """From runs to speedups, verdicts, break-even and fidelity, on hand-made runs. No database."""
 
-import importlib.util
 from dataclasses import replace
-from pathlib import Path
 
-import numpy as np
 import pytest
 
 from experiments.measurement.stats import break_even, inference, intervals, verdicts
@@ -331,31 +328,3 @@ def test_fidelity_compares_only_the_blocks_and_prompts_both_sides_have():
         (4, 0, 0, 0, None),
     ]
     assert cells[1].identical_share is None
-
-
-# ---------------------------------------------------------------- the simulation, small
-
-
-def _check_verdicts():
-    path = Path(__file__).resolve().parents[2] / "scripts" / "check_verdicts.py"
-    spec = importlib.util.spec_from_file_location("check_verdicts", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_simulated_no_effect_is_rarely_called_faster_or_slower():
-    # 300 experiments with no effect at the default design: about 5 % false calls per
-    # cell. A normal instead of a t quantile, or the prompts as the unit, give 20-90 %.
-    check = _check_verdicts()
-    counts = check.simulate(np.random.default_rng(1), effect=0.0, blocks=3, noise=check.TYPICAL, n=300)
-    for counter in counts.values():
-        false = counter[verdicts.FASTER] + counter[verdicts.SLOWER]
-        assert false / sum(counter.values()) < 0.10, counter
-
-
-def test_simulated_large_effect_is_found_and_never_reversed():
-    check = _check_verdicts()
-    counts = check.simulate(np.random.default_rng(2), effect=0.20, blocks=5, noise=check.TYPICAL, n=100)
-    assert counts[("arm", "tpot")][verdicts.FASTER] >= 90
-    assert counts[("arm", "tpot")][verdicts.SLOWER] == 0

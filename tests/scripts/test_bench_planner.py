@@ -1,23 +1,13 @@
-"""The break-even search's benchmarks run at tiny sizes and print their figures, so they cannot
-rot unnoticed; the figures themselves are in docs/benchmarks.md."""
+"""The break-even search's real benchmark reports at a tiny size, so it cannot rot unnoticed;
+the figures themselves are in docs/benchmarks.md."""
 
 import pytest
 
 from experiments.models import Experiment
-from scripts import bench_planner, bench_planner_real
+from scripts import bench_planner_real
 from tests.analysis.test_search import _finished, _run, _run_search, _search
 
 pytestmark = pytest.mark.django_db
-
-
-def test_the_simulation_prints_every_scenario_under_every_rule(capsys):
-    bench_planner.main(["--experiments", "1", "--seed", "3"])
-    out = capsys.readouterr().out
-    assert out.count("## 1-64 at resolution") == 2
-    assert "at most 10 blocks, start 3 and run 1 device-minutes" in out
-    for scenario in bench_planner.SCENARIOS:
-        assert out.count(scenario) == 2
-    assert out.count(" adaptive ") == out.count(" fixed grid ") == out.count(" fixed, bracket stop ") == 16
 
 
 def test_the_real_benchmark_reports_both_experiments_answers_and_device_minutes(capsys):
