@@ -41,9 +41,11 @@ sys.path.insert(0, str(REPO))
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
 from experiments.measurement.engine import stream_fidelity  # noqa: E402
+from workers.host.envinfo import cuda_visible  # noqa: E402
 from workers.measure.loadgen import run_load_sync  # noqa: E402
 from workers.server import affinity  # noqa: E402
-from workers.server.vllm_server import VllmServer, build_server_args, cuda_visible, free_port  # noqa: E402
+from workers.server.command import ServerLaunch, build_server_args, free_port  # noqa: E402
+from workers.server.vllm_server import VllmServer  # noqa: E402
 
 SERVED_NAME = "target"
 SERVER_HISTOGRAMS = {
@@ -339,10 +341,11 @@ def main(argv=None) -> None:
     binding = affinity.plan_binding(affinity.usable_cores()) if cpu else None
     print("server:", " ".join(server_args[1:]), flush=True)
     prompts = load_prompts(args.prompt_set, args.warmup + args.num_prompts)
-    server = VllmServer(
+    launch = ServerLaunch(
         server_args, log_path=work / "server.log", start_timeout_s=600, env=affinity.server_env(binding) if cpu else {},
         placement=affinity.ServerPlacement(binding, args.placement) if binding else None,
     )  # fmt: skip
+    server = VllmServer(launch)
     with server, affinity.pinned(binding.client_cores) if binding else contextlib.nullcontext():
         print(f"placement: {server.placed or 'none (GPU host or one core)'}", flush=True)
         load_ours(

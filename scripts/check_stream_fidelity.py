@@ -32,7 +32,8 @@ from experiments.measurement.engine import stream_fidelity  # noqa: E402
 from experiments.measurement.stats import inference, latency  # noqa: E402
 from workers.measure.loadgen import run_load_sync  # noqa: E402
 from workers.server import affinity  # noqa: E402
-from workers.server.vllm_server import VllmServer, build_server_args, free_port  # noqa: E402
+from workers.server.command import ServerLaunch, build_server_args, free_port  # noqa: E402
+from workers.server.vllm_server import VllmServer  # noqa: E402
 
 BASELINE, REPLICATE, DRAFT = 0, 1, 2
 LABELS = {BASELINE: "baseline", REPLICATE: "A/A replicate", DRAFT: "draft model k=4"}
@@ -89,12 +90,13 @@ def run_session(args, placement: str, arm: int, levels: list[int], prompts: list
     binding = affinity.plan_binding(affinity.usable_cores())
     work = Path(args.work_dir)
     command = server_args(args, arm, free_port())
-    server = VllmServer(
+    launch = ServerLaunch(
         command,
         log_path=work / f"{placement}-block{block}-arm{arm}.log",
         env=affinity.server_env(binding),
         placement=affinity.ServerPlacement(binding, placement) if binding else None,
     )
+    server = VllmServer(launch)
     runs = []
     with server:
         for level in levels:

@@ -19,7 +19,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from scripts.bench_loadgen import SERVED_NAME, VLLM_BENCH_RUNNER, load_prompts  # noqa: E402
-from workers.server.vllm_server import VllmServer, build_server_args, free_port  # noqa: E402
+from workers.server.command import ServerLaunch, build_server_args, free_port  # noqa: E402
+from workers.server.vllm_server import VllmServer  # noqa: E402
 
 NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 2, "prompt_lookup_max": 3}
 ARMS = (("baseline", None), ("ngram k=3", NGRAM))
@@ -64,7 +65,7 @@ def main(argv=None) -> None:
             max_model_len=512, seed=0, speculative_config=config, served_model_name=SERVED_NAME,
         )  # fmt: skip
         log = Path("/tmp") / f"bench-fixture-{label}.log"
-        with VllmServer(server_args, log_path=log, env={"VLLM_CPU_KVCACHE_SPACE": "1"}) as server:
+        with VllmServer(ServerLaunch(server_args, log_path=log, env={"VLLM_CPU_KVCACHE_SPACE": "1"})) as server:
             for level in LEVELS:
                 subprocess.run(bench_command(args, server.base_url, dataset, label, config, level), check=True)
 

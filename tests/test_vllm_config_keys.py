@@ -16,7 +16,7 @@ from experiments.measurement.deploy import batch_schedule
 from experiments.models import Arm
 from experiments.rules import server_settings
 from workers.server import method_support
-from workers.server.vllm_server import build_server_args, profiler_args
+from workers.server.command import build_server_args, profiler_args
 
 # Prints the installed SpeculativeConfig's field names, the values its `method` accepts and the
 # source of its suffix decoding check (which names the arctic-inference version to install).

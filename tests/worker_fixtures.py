@@ -19,8 +19,9 @@ from django.core.management import call_command
 from django.db import connection
 
 from experiments.models import Experiment
-from workers.runner import server_pid_dir
-from workers.server.vllm_server import stop_orphaned_servers
+from tests import phases
+from workers.server.launch import server_pid_dir
+from workers.server.orphans import stop_orphaned_servers
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
@@ -70,6 +71,11 @@ def celery_workers(specs: list[tuple[str, str | None, dict[str, str] | None]]) -
         yield workers
 
 
+def server_pid_records(worker_name: str) -> list[str]:
+    """The server-pid records a worker keeps now (each names the command of a server it runs)."""
+    return [path.read_text() for path in server_pid_dir(worker_name).glob("*.pid")]
+
+
 def worker_node_name(queues: str, name: str | None) -> str:
     """Distinct per test database, so two test sessions on one machine keep separate
     server-pid records and logs."""
@@ -81,6 +87,8 @@ def worker_node_name(queues: str, name: str | None) -> str:
 
 @contextlib.contextmanager
 def _worker_process(queues: str, name: str | None, env: dict[str, str] | None) -> Iterator[WorkerProcess]:
+    if phases.running not in (None, "real"):
+        raise RuntimeError(f"a Celery worker started in the {phases.running} phase: mark its test `worker`")
     ARTIFACTS.mkdir(exist_ok=True)
     node = worker_node_name(queues, name)
     log_path = ARTIFACTS / f"celery-worker-{node.partition('@')[0].removeprefix('test-cpu-')}.log"

@@ -7,41 +7,37 @@ ingested as soon as the run ends. All runs of an experiment execute on this one 
 that the arms share hardware, runtime and settings.
 """
 
-import contextlib
 import itertools
 import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from pathlib import Path
 
 from django.conf import settings
 from django.db import DatabaseError, connection
 
 from experiments import lifecycle
-from experiments.execution import dispatch, services, worker_queues
+from experiments.execution import dispatch, services
 from experiments.measurement.planning import limits
 from experiments.models import Arm, Experiment, IllegalTransition, Run
 from experiments.prompts.catalog import experiment_requests
-from experiments.rules.model_paths import model_path_refusal
-from workers.host.envinfo import capture_environment, gpu_info
+from workers.host.envinfo import capture_environment
 from workers.liveness import LeaseBeat
 from workers.measure.loadgen import LoadResult, Prompt, run_load_sync
 from workers.measure.prom import SpecCounters
-from workers.server import affinity, method_support, profiling, synthetic_acceptance
-from workers.server.chat_template import chat_template_for
+from workers.server import profiling
 from workers.server.engine_report import read_engine_report
-from workers.server.model_prefetch import ModelPrefetch
-from workers.server.vllm_server import (
-    ServerStartError,
-    VllmServer,
-    build_server_args,
-    cuda_visible,
-    free_port,
-    model_paths,
-    profiler_args,
+from workers.server.launch import (
+    ServerHost,
+    client_cores,
+    launch_check,
+    models_prefetch,
+    session_launch,
+    tensor_parallel_refusal,
 )
+from workers.server.model_prefetch import ModelPrefetch
+from workers.server.vllm_server import ServerStartError, VllmServer
 from workers.storage import spool
 
 logger = logging.getLogger(__name__)
@@ -110,7 +106,8 @@ class Execution:
     prompts: list[Prompt]  # text, or chat messages (workloads.experiment_requests)
     worker_host: str
     worker_name: str
-    binding: affinity.CpuBinding | None
+    # The pid folder and the CPU split this worker's servers share (workers/server/launch.py).
+    server_host: ServerHost
     # The later servers' model files, fetched while the first server starts; awaited
     # before the first measured run (workers/server/model_prefetch.py).
     models: ModelPrefetch | None = None
@@ -142,16 +139,6 @@ class Session:
         return f"arm-{self.arm.position}-{self.arm.id}{synthetic}-block-{first.repetition}-level-{first.level_position}"
 
 
-class SyntheticAcceptanceUnsupported(ServerStartError):
-    """A synthetic acceptance session on a host whose vLLM refuses it: no server is started."""
-
-
-class ModelRefused(ServerStartError):
-    """A model this worker's settings do not allow (experiments/rules/model_paths.py): no server
-    is started. The form applied the same rule, but with the web server's settings and at
-    submission; an experiment run again, or a worker configured apart, is checked here."""
-
-
 def session_key(run: Run, server_per_block: bool) -> tuple:
     if run.arm.method in ONE_SERVER_PER_RUN_METHODS:
         return ("run", run.id)
@@ -175,82 +162,6 @@ def experiment_sessions(experiment: Experiment) -> list[Session]:
     queued = experiment.runs.filter(status=Run.Status.QUEUED).select_related("arm")
     runs = queued.in_execution_order(server_per_block=experiment.server_per_block)
     return sessions_group(runs, experiment.server_per_block)
-
-
-def server_log_path(experiment: Experiment, session: Session) -> Path:
-    path = settings.DATA_DIR / "server-logs" / f"experiment-{experiment.id}" / f"{session.name}.log"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def server_pid_dir(worker_name: str) -> Path:
-    """Where this worker records the servers it runs, so its successor can stop orphans."""
-    return settings.DATA_DIR / "server-pids" / worker_name
-
-
-def arm_model(experiment: Experiment, arm: Arm) -> str:
-    """The model the arm's server serves: the target, or for a calibration arm the draft
-    model it measures, alone."""
-    return arm.params["model"] if arm.is_calibration else experiment.target_model
-
-
-def arm_server_args(
-    experiment: Experiment, arm: Arm, port: int, synthetic_acceptance_length: float | None = None
-) -> list[str]:
-    model = arm_model(experiment, arm)
-    return build_server_args(
-        python=settings.SPECDASH_VLLM_PYTHON,
-        model=model,
-        port=port,
-        dtype=experiment.dtype,
-        max_model_len=experiment.max_model_len,
-        seed=experiment.seed,
-        speculative_config=arm.speculative_config()
-        if synthetic_acceptance_length is None
-        else arm.synthetic_config(synthetic_acceptance_length),
-        chat_template=chat_template_for(model) if experiment.endpoint == Experiment.Endpoint.CHAT else None,
-        kv_cache_bytes=None
-        if cuda_visible(settings.SPECDASH_VLLM_PYTHON)
-        else round(settings.SPECDASH_CPU_KVCACHE_GIB * 2**30),
-        tensor_parallel_size=experiment.tensor_parallel_size,
-        engine_settings=experiment.server_setting_values,
-    )
-
-
-def experiment_models(experiment: Experiment, sessions: list[Session]) -> list[str]:
-    """The models the sessions' servers load (targets, draft models, heads), in order."""
-    return [model for session in sessions for model in model_paths(arm_server_args(experiment, session.arm, 0))]
-
-
-def models_prefetch(experiment: Experiment, sessions: list[Session]) -> ModelPrefetch:
-    log_path = settings.DATA_DIR / "server-logs" / f"experiment-{experiment.id}" / "model-prefetch.log"
-    return ModelPrefetch(
-        experiment_models(experiment, sessions), python=settings.SPECDASH_VLLM_PYTHON, log_path=log_path
-    )
-
-
-def worker_binding() -> affinity.CpuBinding | None:
-    """How to split this host's cores between the client and the engine; None on GPU hosts."""
-    return None if cuda_visible(settings.SPECDASH_VLLM_PYTHON) else affinity.plan_binding(affinity.usable_cores())
-
-
-def server_env(binding: affinity.CpuBinding | None) -> dict[str, str | None]:
-    """The vLLM server's extra environment on CPU hosts (workers/affinity.server_env), with
-    fork as the way it starts its engine process where SPECDASH_CPU_FORK_ENGINE says so."""
-    if cuda_visible(settings.SPECDASH_VLLM_PYTHON):
-        return {}
-    return affinity.server_env(binding, fork_engine=settings.SPECDASH_CPU_FORK_ENGINE)
-
-
-def server_placement(binding: affinity.CpuBinding | None) -> affinity.ServerPlacement | None:
-    """Where the server's API server and engine core run beside the client and the engine's
-    threads, on CPU hosts (workers/server/affinity.py)."""
-    return affinity.ServerPlacement(binding) if binding else None
-
-
-def client_cores(binding: affinity.CpuBinding | None) -> contextlib.AbstractContextManager:
-    """Keep the load generator on its own cores while it measures."""
-    return affinity.pinned(binding.client_cores) if binding else contextlib.nullcontext()
 
 
 def experiment_size(experiment: Experiment) -> limits.Size:
@@ -277,7 +188,7 @@ def run_measure(server: VllmServer, execution: Execution, run: Run) -> tuple[Loa
     experiment = execution.experiment
     reporter = ProgressReporter(run, experiment.num_prompts)
     limit_s = run_limit_s(experiment, run)
-    with client_cores(execution.binding):
+    with client_cores(execution.server_host.binding):
         try:
             load = run_load_sync(
                 base_url=server.base_url,
@@ -373,21 +284,6 @@ def session_execute(execution: Execution, session: Session) -> None:
             runs = sorted(queued, key=lambda run: order[run.id])
 
 
-def check_synthetic_support(session: Session) -> None:
-    if session.synthetic_acceptance_length is None:
-        return
-    reason = synthetic_acceptance.unsupported_reason(settings.SPECDASH_VLLM_PYTHON)
-    if reason is not None:
-        raise SyntheticAcceptanceUnsupported(f"{reason}. Run the sweep on a GPU worker's queue.", log_tail="")
-
-
-def check_models_allowed(args: list[str]) -> None:
-    for model in model_paths(args):
-        refusal = model_path_refusal(model)
-        if refusal is not None:
-            raise ModelRefused(f"This worker does not load {model}: {refusal}", log_tail="")
-
-
 def session_attempt(execution: Execution, session: Session) -> None:
     """Start a fresh server for the session, run its runs on it, stop it on every path.
     A server that does not start fails this session's runs only."""
@@ -398,30 +294,23 @@ def session_attempt(execution: Execution, session: Session) -> None:
         # (tens of seconds on a GPU host) only to find nothing to run.
         logger.info("%s: none of its %d runs is queued any more; no server started", session.arm, len(session.runs))
         return
-    args = arm_server_args(experiment, session.arm, free_port(), session.synthetic_acceptance_length)
     levels = profiling.profiled_levels(experiment, session.runs)
-    args += profiler_args(profiling.profile_dir(experiment, session.arm)) if levels else []
-    logger.info("starting vLLM for %s (%d runs): %s", session.arm, len(session.runs), " ".join(args))
+    synthetic = session.synthetic_acceptance_length
+    launch = session_launch(
+        execution.server_host, experiment, session.arm, name=session.name, synthetic_acceptance_length=synthetic,
+        profiled=bool(levels),
+    )  # fmt: skip
+    logger.info("starting vLLM for %s (%d runs): %s", session.arm, len(session.runs), " ".join(launch.args))
+    binding = execution.server_host.binding
     try:
-        check_models_allowed(args)
-        check_synthetic_support(session)
-        method_support.check(session.arm.method, settings.SPECDASH_VLLM_PYTHON)
-        server = VllmServer(
-            args,
-            log_path=server_log_path(experiment, session),
-            env=server_env(execution.binding) | (profiling.SCOPES_ENV if levels else {}),
-            start_timeout_s=worker_queues.server_start_timeout_s(experiment.worker_queue),
-            pid_dir=server_pid_dir(execution.worker_name),
-            placement=server_placement(execution.binding),
-            stop_check=lambda: stop_if_cancelled(experiment),
-        )
-        with server:
+        launch_check(launch, session.arm, synthetic)
+        with VllmServer(launch, stop_check=lambda: stop_if_cancelled(experiment)) as server:
             execution.models_ready()
             environment = capture_environment(
                 vllm_python=settings.SPECDASH_VLLM_PYTHON,
-                server_command=args,
-                cpu_binding=execution.binding.record() | {"placement": server.placed} if execution.binding else {},
-                engine=read_engine_report(server.log_path).record(),
+                server_command=launch.args,
+                cpu_binding=binding.record() | {"placement": server.placed} if binding else {},
+                engine=read_engine_report(launch.log_path).record(),
             )
             session_runs(server, execution, session, environment)
             if levels:
@@ -455,21 +344,6 @@ def experiment_prompts_or_fail(experiment: Experiment, *, worker_host: str, work
         return None
 
 
-def tensor_parallel_refusal(experiment: Experiment) -> str | None:
-    """Why this worker cannot start the experiment's servers across the GPUs it asks for, or
-    None. A worker sees the GPUs CUDA_VISIBLE_DEVICES gives it (docs/gpu-hosts.md)."""
-    wanted = experiment.tensor_parallel_size
-    if wanted <= 1:
-        return None
-    visible = gpu_info(settings.SPECDASH_VLLM_PYTHON)["gpu_count"]
-    if visible >= wanted:
-        return None
-    return (
-        f"Tensor parallel size {wanted} needs a worker that sees {wanted} GPUs; this one sees {visible}. "
-        "Send the experiment to a queue whose workers each own that many (docs/gpu-hosts.md)."
-    )
-
-
 def experiment_run_all(experiment_id: int, *, worker_host: str, worker_name: str) -> None:
     """Execute the experiment if no other live worker process holds it. Results a dead
     process of this worker left in its spool are stored first, and the runs a dead holder
@@ -497,8 +371,9 @@ def blocks_execute(experiment: Experiment, prompts: list[Prompt], *, worker_host
     open, experiments/analysis/continuation.py), run the new block's sessions too. Asked also
     when nothing was queued: a holder that died between two blocks left none."""
     sessions = experiment_sessions(experiment)
-    with models_prefetch(experiment, sessions) as models:
-        execution = Execution(experiment, prompts, worker_host, worker_name, worker_binding(), models)
+    arms = [session.arm for session in sessions]
+    with models_prefetch(experiment, arms) as models:
+        execution = Execution(experiment, prompts, worker_host, worker_name, ServerHost.of_worker(worker_name), models)
         while True:
             for session in sessions:
                 session_execute(execution, session)

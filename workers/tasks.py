@@ -27,8 +27,8 @@ def _remember_worker_name(sender=None, **kwargs) -> None:
 @worker_process_init.connect
 def _stop_orphaned_servers(**kwargs) -> None:
     """A pool process that replaces one killed mid-run stops the servers it left behind."""
-    from workers.runner import server_pid_dir
-    from workers.server.vllm_server import stop_orphaned_servers
+    from workers.server.launch import server_pid_dir
+    from workers.server.orphans import stop_orphaned_servers
 
     for pgid in stop_orphaned_servers(server_pid_dir(_worker["name"])):
         logger.warning("stopped an orphaned vLLM server (process group %s)", pgid)

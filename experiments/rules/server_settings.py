@@ -1,6 +1,6 @@
 """The vLLM server settings a serving engineer may set in an experiment's protocol: one typed
 list that the experiment form (and through it the API's spec and the CLI), the protocol card,
-the comparison page and the server command (workers/server/vllm_server.py) all read. Each
+the comparison page and the server command (workers/server/command.py) all read. Each
 setting is a field of vLLM 0.32's EngineArgs with its command-line flag, or a key of its
 SpeculativeConfig; tests/test_vllm_config_keys.py checks every name, flag and choice against the
 installed vLLM, so an upgrade that renames one fails there. Never free-form flags.

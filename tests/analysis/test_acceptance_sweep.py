@@ -37,6 +37,7 @@ from tests.factories import (
     seed_run_results,
 )
 from workers import runner
+from workers.server import launch
 
 
 def _points(*pairs) -> list[SweepPoint]:
@@ -205,14 +206,14 @@ def test_the_sweep_adds_one_server_per_length_and_block_and_leaves_a_schedule_wi
 @pytest.mark.django_db
 def test_a_synthetic_server_is_the_arms_config_with_synthetic_acceptance(settings):
     arm = RunFactory(arm__num_speculative_tokens=3).arm
-    args = runner.arm_server_args(arm.experiment, arm, 8100, 2.5)
+    args = launch.arm_server_args(arm.experiment, arm, 8100, 2.5)
     config = args[args.index("--speculative-config") + 1]
 
     assert '"rejection_sample_method": "synthetic"' in config
     assert '"synthetic_acceptance_length": 2.5' in config
     assert '"method": "ngram"' in config
     assert '"num_speculative_tokens": 3' in config
-    assert "synthetic" not in " ".join(runner.arm_server_args(arm.experiment, arm, 8100))
+    assert "synthetic" not in " ".join(launch.arm_server_args(arm.experiment, arm, 8100))
 
 
 # ---------------------------------------------------------------- never mixed in

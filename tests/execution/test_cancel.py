@@ -1,5 +1,5 @@
 """Cancelling a running experiment, worker side, with the fake server and load generator of
-tests/workers/test_runner.py: the load stops at the next progress report, the server stops, what
+tests/workers/fakes.py: the load stops at the next progress report, the server stops, what
 completed is kept, nothing more starts, and the experiment stays cancelled."""
 
 from datetime import UTC, datetime
@@ -11,14 +11,14 @@ from experiments.definition import services as definition
 from experiments.execution import services as execution
 from experiments.models import Experiment, RequestRecord, Run
 from tests.factories import UserFactory
-from tests.workers import test_runner
+from tests.workers import fakes
 from workers import runner
 from workers.measure.loadgen import LoadResult, RequestResult
 from workers.measure.prom import SpecCounters
 
 pytestmark = pytest.mark.django_db
 
-served = test_runner.served  # the fake server and load generator, as a fixture here too
+served = fakes.served  # the fake server and load generator, as a fixture here too
 
 
 def _load_that_cancels(*, during_run: int, after_requests: int | None):
@@ -30,7 +30,7 @@ def _load_that_cancels(*, during_run: int, after_requests: int | None):
     def run_load_sync(*, base_url, prompts, warmup, on_request_done, **kwargs) -> LoadResult:
         loads.append(on_request_done.run.id)
         experiment = on_request_done.run.experiment
-        server = next(s for s in test_runner.FakeServer.served.servers if s.base_url == base_url)
+        server = next(s for s in fakes.FakeServer.served.servers if s.base_url == base_url)
         assert server.running
         measured = range(warmup, len(prompts))
         for done, _ in enumerate(measured, start=1):
@@ -56,7 +56,7 @@ def _load_that_cancels(*, during_run: int, after_requests: int | None):
 def experiment(served, celery_dispatch, monkeypatch):
     monkeypatch.setattr(runner, "HEARTBEAT_EVERY_S", 0.0)
     return definition.experiment_create(
-        owner=UserFactory(username="owner"), arms=[test_runner.NGRAM], name="to cancel",
+        owner=UserFactory(username="owner"), arms=[fakes.NGRAM], name="to cancel",
         target_model=str(settings.SPECDASH_MODELS_DIR / "target"),
         prompt_set="chat", num_prompts=6, max_tokens=8, concurrency_levels=[1, 2], repetitions=2, warmup_requests=1,
     )  # fmt: skip
@@ -102,14 +102,14 @@ def test_a_cancel_while_results_are_stored_rolls_them_back(served, experiment, m
 
 def test_a_cancel_while_a_server_starts_stops_it_before_it_is_healthy(served, experiment, monkeypatch):
     # The second server is still starting (minutes on a GPU host) when the experiment is cancelled.
-    entered = test_runner.FakeServer.__enter__
+    entered = fakes.FakeServer.__enter__
 
     def cancel_during_start(server):
         if len(served.servers) == 2:
             execution.experiment_cancel(experiment=experiment, by=experiment.owner)
         return entered(server)
 
-    monkeypatch.setattr(test_runner.FakeServer, "__enter__", cancel_during_start)
+    monkeypatch.setattr(fakes.FakeServer, "__enter__", cancel_during_start)
 
     experiment = _run(experiment)
 

@@ -35,11 +35,12 @@ from tests.factories import (
     experiment_fields,
     form_data,
 )
-from tests.workers.test_runner import FakeServer, served  # noqa: F401 (a fixture)
+from tests.workers.fakes import FakeServer, served  # noqa: F401 (a fixture)
 from workers import runner, tasks
 from workers.measure import loadgen, prom
 from workers.measure.loadgen import LoadResult, RequestResult
 from workers.measure.prom import SpecCounters
+from workers.server.command import ServerLaunch
 from workers.server.vllm_server import ServerStartError, VllmServer
 from workers.storage import spool
 
@@ -384,7 +385,7 @@ def test_a_server_that_fails_to_start_says_when_its_model_is_not_on_this_host(tm
     args = [sys.executable, "-c", "raise SystemExit(1)", "--model", str(tmp_path / "no-target"),
             "--speculative-config", draft, "--port", "1"]  # fmt: skip
 
-    server = VllmServer(args, log_path=tmp_path / "server.log", start_timeout_s=30)
+    server = VllmServer(ServerLaunch(args, log_path=tmp_path / "server.log", start_timeout_s=30))
     with pytest.raises(ServerStartError) as caught:
         server.__enter__()
 

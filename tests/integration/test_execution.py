@@ -43,9 +43,9 @@ from experiments.models import (
 from experiments.prompts.catalog import prompt_set_hash
 from tests.factories import experiment_fields
 from tests.worker_fixtures import shared_rows, wait_for_experiment
-from workers.runner import server_pid_dir
 from workers.server import synthetic_acceptance
 from workers.server.affinity import plan_binding
+from workers.server.launch import server_pid_dir
 
 pytestmark = pytest.mark.integration
 

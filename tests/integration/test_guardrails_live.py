@@ -16,7 +16,8 @@ from experiments.management.commands import check_guardrails
 from experiments.measurement.deploy import guardrails
 from experiments.measurement.deploy.guardrails import Counts, Deployment, Measured
 from workers.server.affinity import server_env
-from workers.server.vllm_server import VllmServer, build_server_args, free_port
+from workers.server.command import ServerLaunch, build_server_args, free_port
+from workers.server.vllm_server import VllmServer
 
 pytestmark = pytest.mark.integration
 
@@ -37,7 +38,8 @@ def server(tmp_path_factory):
         kv_cache_bytes=round(settings.SPECDASH_CPU_KVCACHE_GIB * 2**30),
     )  # fmt: skip
     log_path = tmp_path_factory.mktemp("vllm") / "server.log"
-    with VllmServer(args, log_path=log_path, env=server_env(None, fork_engine=settings.SPECDASH_CPU_FORK_ENGINE)) as s:
+    env = server_env(None, fork_engine=settings.SPECDASH_CPU_FORK_ENGINE)
+    with VllmServer(ServerLaunch(args, log_path=log_path, env=env)) as s:
         yield s
 
 

@@ -15,7 +15,7 @@ from django.core.management.base import CommandError
 
 from experiments.measurement.deploy import alert_rules
 from tests.measurement.test_alert_rules import AFTER, BEFORE, RULES
-from workers.server.vllm_server import free_port
+from workers.server.command import free_port
 
 
 class Pages:

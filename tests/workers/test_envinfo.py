@@ -5,7 +5,6 @@ import pytest
 
 from workers.host import envinfo
 from workers.host.envinfo import capture_environment, interpreter_versions, parse_cuda_version, parse_gpu_query
-from workers.server import vllm_server
 from workers.server.engine_report import EngineReport
 
 # experiments.models.EnvironmentSnapshot, without `run` and `captured_at`.
@@ -143,7 +142,7 @@ def test_the_gpus_are_the_ones_the_vllm_interpreters_torch_sees(fake_vllm_python
     assert envinfo.gpu_info(fake_vllm_python) == {
         "gpu_name": "NVIDIA H100 #0", "gpu_count": 2, "gpu_memory_mb": 81559, "gpu_driver": "", "cuda_version": "",
     }  # fmt: skip
-    assert vllm_server.cuda_visible(fake_vllm_python)
+    assert envinfo.cuda_visible(fake_vllm_python)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
     assert envinfo.gpu_info(fake_vllm_python)["gpu_count"] == 1
 
@@ -161,7 +160,7 @@ def test_a_torch_that_sees_no_gpu_is_a_cpu_host_even_beside_nvidia_smi(fake_nvid
     monkeypatch.setattr(envinfo, "torch_gpus", lambda python: [])
 
     assert envinfo.gpu_info("/opt/vllm/bin/python")["gpu_count"] == 0
-    assert not vllm_server.cuda_visible("/opt/vllm/bin/python")
+    assert not envinfo.cuda_visible("/opt/vllm/bin/python")
 
 
 def test_where_torch_cannot_be_asked_nvidia_smi_decides(fake_nvidia_smi, monkeypatch):
@@ -169,4 +168,4 @@ def test_where_torch_cannot_be_asked_nvidia_smi_decides(fake_nvidia_smi, monkeyp
 
     assert envinfo.torch_gpus(sys.executable) is None  # this environment has no torch
     assert envinfo.gpu_info(sys.executable)["gpu_name"] == "NVIDIA L4"
-    assert vllm_server.cuda_visible(sys.executable)
+    assert envinfo.cuda_visible(sys.executable)

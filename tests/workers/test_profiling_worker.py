@@ -11,7 +11,7 @@ from experiments.models import ProfiledInterval
 from tests.factories import ArmFactory, ExperimentFactory, RunFactory
 from workers.measure.loadgen import LoadResult
 from workers.server import profiling
-from workers.server.vllm_server import profiler_args
+from workers.server.command import profiler_args
 
 pytestmark = pytest.mark.django_db
 

@@ -10,7 +10,7 @@ from experiments.execution import services as execution
 from experiments.models import Experiment, Run
 from experiments.results import selectors
 from tests.factories import ArmFactory, ExperimentFactory, RunFactory, UserFactory, experiment_fields
-from tests.workers.test_runner import NGRAM, served  # noqa: F401 (a fixture)
+from tests.workers.fakes import NGRAM
 from workers import runner
 
 pytestmark = pytest.mark.django_db
@@ -27,7 +27,7 @@ def test_a_claim_records_the_worker_and_a_requeue_forgets_it():
     assert (run.status, run.worker_host, run.worker_name) == (Run.Status.QUEUED, "", "")
 
 
-def test_the_worker_executing_an_experiment_is_recorded_on_every_run(served, celery_dispatch):  # noqa: F811
+def test_the_worker_executing_an_experiment_is_recorded_on_every_run(served, celery_dispatch):
     fields = experiment_fields(num_prompts=2, max_tokens=4, concurrency_levels=[1, 2], repetitions=2)
     experiment = definition.experiment_create(owner=UserFactory(), arms=[NGRAM], **fields)
 
@@ -38,7 +38,7 @@ def test_the_worker_executing_an_experiment_is_recorded_on_every_run(served, cel
     assert selectors.experiment_workers(experiment=experiment) == ["pool-2@host-1"]
 
 
-def test_runs_that_fail_before_a_server_starts_record_the_worker_too(served, celery_dispatch, monkeypatch):  # noqa: F811
+def test_runs_that_fail_before_a_server_starts_record_the_worker_too(served, celery_dispatch, monkeypatch):
     fields = experiment_fields(num_prompts=2, max_tokens=4, concurrency_levels=[1], repetitions=1)
     experiment = definition.experiment_create(owner=UserFactory(), arms=[NGRAM], **fields)
     monkeypatch.setattr(runner, "experiment_requests", _no_prompts)

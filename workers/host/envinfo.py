@@ -140,6 +140,17 @@ class TorchGpu(TypedDict):
     memory_mb: int
 
 
+def cuda_visible(vllm_python: str | None = None) -> bool:
+    """Whether this host offers an NVIDIA GPU to child processes: whether `vllm_python`'s torch
+    sees one, or, where it cannot be asked, whether nvidia-smi is here."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
+        return False
+    seen = torch_gpus(vllm_python) if vllm_python else None
+    if seen is not None:
+        return bool(seen)
+    return shutil.which("nvidia-smi") is not None
+
+
 def torch_gpus(vllm_python: str) -> list[TorchGpu] | None:
     """The GPUs `vllm_python`'s torch sees under this process's CUDA_VISIBLE_DEVICES; None when
     it cannot be asked (no such interpreter, no torch)."""

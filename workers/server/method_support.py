@@ -14,8 +14,9 @@ Plain module: no Django.
 import functools
 import subprocess
 
+from workers.host.envinfo import cuda_visible
 from workers.host.host_check import ARCTIC_INFERENCE
-from workers.server.vllm_server import ServerStartError, cuda_visible
+from workers.server.vllm_server import ServerStartError
 
 SUFFIX, NGRAM_GPU = "suffix", "ngram_gpu"
 PROBE = "from arctic_inference.suffix_decoding import SuffixDecodingCache"

@@ -3,7 +3,7 @@ vLLM's torch profiler, summarised into where an engine step's time goes.
 
 Only the server of the arm's last block profiles (its levels after its measured runs), so
 every other server runs as an unprofiled one does. That server is started with the profiler
-configured (workers/server/vllm_server.profiler_args) and with vLLM's named scopes around the
+configured (workers/server/command.profiler_args) and with vLLM's named scopes around the
 model runner's phases (forward, sample, draft: what experiments/measurement/engine/trace_shares.py classifies);
 while no profile is being taken those scopes cost a few microseconds per step. Only vLLM's V1
 model runner has those scopes: a trace of its V2 runner (vLLM 0.32's default on GPU hosts

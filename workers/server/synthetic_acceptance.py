@@ -12,7 +12,7 @@ starting servers that die under the first request.
 import functools
 import subprocess
 
-from workers.server.vllm_server import cuda_visible
+from workers.host.envinfo import cuda_visible
 
 REFUSED_EXIT_CODE = 3
 PROBE_TIMEOUT_S = 300

