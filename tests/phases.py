@@ -87,7 +87,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--phase", choices=PHASES, help="run only the tests of one phase (tests/phases.py)")
 
 
+# The phase this process runs (None: every test), for the fixtures that start real parts.
+running: str | None = None
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    global running
+    running = config.getoption("phase")
     config.pluginmanager.register(Phases(config), "specdash-phases")
 
 
