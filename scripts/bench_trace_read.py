@@ -1,157 +1,24 @@
 """How long a profiled interval's trace takes to summarise, and in how much memory: the streamed
-reader (experiments/measurement/engine/trace_shares.trace_events) against json.load of the whole file,
-on a generated trace in the shape vLLM's torch profiler writes on a GPU host with the V1 model
-runner: per engine step the worker's step scope and the runner's phase scopes on the host and
-their mirrors on the GPU, among the operators, CUDA launches and kernels that make up most of
-the file.
+reader against json.load of the whole file, on a generated trace in the shape vLLM's torch
+profiler writes on a GPU host (workers/bench/trace_read.py).
 
-    .venv/bin/python scripts/bench_trace_read.py [--mb 500] [--gzip] [--kernels 60]
+    .venv/bin/python -m scripts.bench_trace_read [--mb 500] [--gzip] [--kernels 60]
 
-Each reader runs in its own process, so its peak resident memory (ru_maxrss) is its own; the
-interpreter alone (importing trace_shares and reading nothing) is printed beside them. The
-trace is written to a temporary folder and removed at the end. An on-demand check, not a test:
-the figures are printed, never asserted.
+An on-demand check, not a test: the figures are printed, never asserted.
 """
 
 import argparse
-import gzip
-import json
-import resource
-import subprocess
-import sys
-import tempfile
-import time
-from pathlib import Path
-from typing import IO
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from experiments.measurement.engine import trace_shares  # noqa: E402
-
-READERS = ("nothing", "stream", "json.load")
-HEAD = {
-    "schemaVersion": 1,
-    "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85031714816}],
-}
-TAIL = {"traceName": "bench_rank0.pt.trace.json", "displayTimeUnit": "ms", "baseTimeNanoseconds": 1764690000000000000}
-# (name, start, duration) of the phase scopes in a step of 100 µs, as the V1 runner names them.
-PHASE_SCOPES = (
-    ("gpu_model_runner: preprocess", 0, 4),
-    ("gpu_model_runner: forward", 4, 50),
-    ("gpu_model_runner: postprocess", 54, 3),
-    ("gpu_model_runner: sample", 60, 8),
-    ("gpu_model_runner: draft", 70, 20),
-    ("gpu_model_runner: bookkeep", 92, 3),
-)
-STEP_US = 100
-KERNEL = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off"
+from workers.bench import trace_read
 
 
-def _event(cat: str, name: str, ts: float, dur: float, args: dict | None = None) -> str:
-    event = {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur, "args": args or {}}
-    return json.dumps(event, indent=2)
-
-
-def _step(index: int, kernels: int) -> list[str]:
-    """One step's events: the scopes on both timelines, then per kernel its operator, launch and kernel."""
-    t0 = 1_764_690_000_000.0 + index * STEP_US
-    name = f"execute_context_0(0)_generation_8({8 + index % 5})"
-    events = [_event("user_annotation", name, t0, 50), _event("gpu_user_annotation", name, t0 + 2, 52)]
-    for scope, start, dur in PHASE_SCOPES:
-        events.append(_event("user_annotation", scope, t0 + start, dur))
-        events.append(_event("gpu_user_annotation", scope, t0 + start + 2, dur))
-    for k in range(kernels):
-        ts = t0 + k * STEP_US / kernels
-        correlation = index * kernels + k
-        ids = {"External id": correlation, "correlation": correlation}
-        events += [
-            _event("cpu_op", "aten::mm", ts, 0.8, {"External id": correlation, "Record function id": 0}),
-            _event("cuda_runtime", "cudaLaunchKernel", ts + 0.2, 0.4, ids),
-            _event("kernel", KERNEL, ts + 2, 1.1, {
-                **ids, "device": 0, "stream": 7,
-                "registers per thread": 168, "shared memory": 213248, "blocks per SM": 1.0,
-                "warps per SM": 12.0, "grid": [132, 1, 1], "block": [384, 1, 1], "est. achieved occupancy %": 19,
-            }),
-        ]  # fmt: skip
-    return events
-
-
-def write_trace(path: Path, *, mb: float, kernels: int) -> int:
-    """A trace of at least `mb` megabytes (uncompressed); returns its number of steps."""
-    opener = gzip.open if path.name.endswith(".gz") else open
-    limit = mb * 1e6
-    written, steps = 0, 0
-    with opener(path, "wt", encoding="utf-8") as trace:
-        out: IO[str] = trace
-        head = json.dumps(HEAD, indent=2)[:-2]
-        written += out.write(head + ',\n  "traceEvents": [\n')
-        while written < limit:
-            written += out.write(("" if steps == 0 else ",\n") + ",\n".join(_step(steps, kernels)))
-            steps += 1
-        written += out.write("\n  ],\n" + json.dumps(TAIL, indent=2)[1:])
-    return steps
-
-
-def read(reader: str, path: Path) -> dict:
-    """Summarise the trace with one reader; its seconds, peak memory and what it found."""
-    started = time.perf_counter()
-    if reader == "nothing":
-        summary = None
-    elif reader == "stream":
-        summary = trace_shares.summarise_files([path])
-    else:
-        opener = gzip.open if path.name.endswith(".gz") else open
-        with opener(path, "rt", encoding="utf-8") as trace:
-            summary = trace_shares.summarise_events(json.load(trace)["traceEvents"])
-    figures: dict = {"seconds": time.perf_counter() - started}
-    figures["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
-    if summary is not None:
-        figures |= {"steps": summary.steps, "shares": summary.shares}
-    return figures
-
-
-def _in_child(reader: str, path: Path) -> dict:
-    done = subprocess.run(
-        [sys.executable, __file__, "--read", reader, str(path)], check=True, capture_output=True, text=True
-    )
-    return json.loads(done.stdout)
-
-
-def _line(reader: str, figures: dict) -> str:
-    shares = " ".join(f"{phase} {share:.3f}" for phase, share in figures.get("shares", {}).items())
-    return f"{reader:<10} {figures['seconds']:8.2f} s   peak {figures['peak_mb']:8.0f} MB   {shares}"
-
-
-def run(args: argparse.Namespace) -> None:
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder, "bench_rank0.pt.trace.json" + (".gz" if args.gzip else ""))
-        steps = write_trace(path, mb=args.mb, kernels=args.kernels)
-        size = path.stat().st_size / 1e6
-        print(f"trace: {args.mb:.0f} MB of JSON ({size:.1f} MB on disk{', gzipped' if args.gzip else ''}), "
-              f"{steps} steps of {args.kernels} kernels")  # fmt: skip
-        results = {reader: _in_child(reader, path) for reader in READERS}
-    for reader, figures in results.items():
-        print(_line(reader, figures))
-    same = results["stream"]["shares"] == results["json.load"]["shares"]
-    print(f"same steps and shares: {'yes' if same and results['stream']['steps'] == steps else 'NO'}")
-
-
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mb", type=float, default=500.0, help="size of the trace's JSON, in MB")
     parser.add_argument("--gzip", action="store_true", help="write and read it gzipped, as vLLM does by default")
     parser.add_argument("--kernels", type=int, default=60, help="kernels per engine step")
-    parser.add_argument("--read", nargs=2, metavar=("READER", "PATH"), help=argparse.SUPPRESS)
-    return parser.parse_args(argv)
-
-
-def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
-    if args.read:
-        print(json.dumps(read(args.read[0], Path(args.read[1]))))
-    else:
-        run(args)
+    args = parser.parse_args(argv)
+    trace_read.compare(mb=args.mb, gzipped=args.gzip, kernels=args.kernels)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """factory_boy factories for the specdash tables, builders of what the services and the
-experiment form take, simulated speculative decoding, and a finished experiment stored
-through the worker's own ingestion."""
+experiment form take, and a finished experiment stored through the worker's own ingestion
+(its requests' speculative decoding simulated by workers/bench/requests.py)."""
 
 import json
 import random
@@ -14,7 +14,7 @@ from experiments import lifecycle, teams
 from experiments.analysis.services import experiment_analyse
 from experiments.definition.forms import ARM_FORMSET_PREFIX
 from experiments.execution import services as execution
-from experiments.measurement.encoding.packed import FLOAT64, UINT16, UINT32
+from experiments.measurement.encoding.packed import FLOAT64
 from experiments.measurement.engine import stream_fidelity
 from experiments.models import (
     Arm,
@@ -26,8 +26,8 @@ from experiments.models import (
     ServiceProfile,
     SpeedupEstimate,
 )
+from workers.bench.requests import recorded, simulated_decoding, spec_counters
 from workers.measure.loadgen import LoadResult, RequestResult, stream_timing
-from workers.measure.prom import SpecCounters
 from workers.storage.ingest import ingest_run
 
 PASSWORD = "correct horse battery"
@@ -244,51 +244,6 @@ def form_data(arms=(NGRAM_ARM_FORM,), **overrides) -> dict:
         data.update({f"{ARM_FORMSET_PREFIX}-{index}-{name}": value for name, value in arm.items()})
     data.update(overrides)
     return {name: value for name, value in data.items() if value is not None}
-
-
-# ---------------------------------------------------------------- simulated decoding
-
-
-def _accepted_per_step(rng: random.Random, k: int, accept: float, output_tokens: int) -> list[int]:
-    """Accepted draft tokens per verify step until the output is covered (prefill gives token 0)."""
-    accepted, index = [], 1
-    while index < output_tokens:
-        n = 0
-        while n < k and rng.random() < accept:
-            n += 1
-        accepted.append(n)
-        index += n + 1
-    return accepted
-
-
-def simulated_decoding(rng: random.Random, *, k: int | None, accept: float, output_tokens: int) -> dict:
-    """The RequestResult fields that depend on speculation, for a stream of `output_tokens`
-    with k draft tokens a step, each accepted with chance `accept` while the ones before it
-    were: tokens per chunk (the first chunk from prefill) and per-step counts. k=None: the
-    baseline, one token a chunk."""
-    if not k:
-        return {"chunk_tokens": [1] * output_tokens}
-    accepted = _accepted_per_step(rng, k, accept, output_tokens)
-    return {
-        "chunk_tokens": [1] + [n + 1 for n in accepted],
-        "spec_acceptance_length": 1 + sum(accepted) / len(accepted),
-        "spec_accepted_per_step": accepted,
-        "spec_proposed_per_step": [k] * len(accepted),
-    }
-
-
-def recorded(decoding: dict) -> dict:
-    """simulated_decoding's lists as the load generator records them (array.array)."""
-    kinds = {"chunk_tokens": UINT32, "spec_accepted_per_step": UINT16, "spec_proposed_per_step": UINT16}
-    return {name: kinds[name].new(value) if name in kinds else value for name, value in decoding.items()}
-
-
-def spec_counters(requests: list[RequestResult], k: int | None) -> SpecCounters:
-    """vLLM's speculative-decoding counters over these requests, as /metrics reports them."""
-    if not k:
-        return SpecCounters()
-    steps = [n for r in requests for n in r.spec_accepted_per_step]
-    return SpecCounters(len(steps), len(steps) * k, sum(steps), [sum(n > i for n in steps) for i in range(k)])
 
 
 # ---------------------------------------------------------------- a finished experiment

@@ -10,8 +10,8 @@ from experiments.measurement.encoding.packed import FLOAT64, UINT16, UINT32, pac
 from experiments.measurement.encoding.token_ids import pack_token_ids, unpack_token_ids
 from experiments.measurement.engine.stream_fidelity import StreamCheck
 from experiments.models import RequestRecord
-from scripts import bench_ingest
 from tests.factories import RunFactory
+from workers.bench.requests import streamed_request
 from workers.measure.loadgen import RequestResult
 from workers.storage.ingest import REQUEST_COLUMNS, _copy_requests
 
@@ -37,7 +37,7 @@ def _reference_copy(run_id: int, requests: list[RequestResult]) -> None:
 
 def _edge_cases() -> list[RequestResult]:
     rng = random.Random(3)
-    simulated = [bench_ingest.request_result(rng, i, 4 if i % 2 else None, 0.6) for i in range(4)]
+    simulated = [streamed_request(rng, i, 4 if i % 2 else None, 0.6) for i in range(4)]
     return [
         *simulated,
         # A failed request: no timings, empty arrays, an error with a tab, a newline, a backslash and non-ASCII.

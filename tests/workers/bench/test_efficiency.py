@@ -1,5 +1,6 @@
-"""scripts/orchestration_efficiency.py on a seeded experiment whose times are set by hand:
-the shares and the time specdash adds against figures computed by hand."""
+"""Where an experiment's wall time went (workers/bench/efficiency.py) on a seeded experiment
+whose times are set by hand: the shares and the time specdash adds against figures computed
+by hand."""
 
 import os
 from datetime import UTC, datetime, timedelta
@@ -7,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from experiments.models import RunSummary
-from scripts import orchestration_efficiency as efficiency
 from tests.factories import seed_finished_experiment
+from workers.bench import efficiency
 
 T0 = datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
 # Each session: 30 s to its first run, a run of 10 s, a gap of 1 s, a run of 8 s.

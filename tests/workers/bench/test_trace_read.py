@@ -5,25 +5,25 @@ import gzip
 import json
 
 from experiments.measurement.engine import trace_shares
-from scripts import bench_trace_read
+from workers.bench import trace_read
 
 
 def test_it_prints_each_readers_time_and_memory_and_that_they_agree(capsys):
-    bench_trace_read.main(["--mb", "0.2", "--kernels", "4", "--gzip"])
+    trace_read.compare(mb=0.2, gzipped=True, kernels=4)
     out = capsys.readouterr().out
     assert "gzipped" in out
-    for reader in bench_trace_read.READERS:
+    for reader in trace_read.READERS:
         assert f"\n{reader:<10} " in out
-    assert out.count(" MB   ") == len(bench_trace_read.READERS)
+    assert out.count(" MB   ") == len(trace_read.READERS)
     assert "same steps and shares: yes" in out
 
 
 def test_the_generated_trace_is_the_json_a_gpu_worker_writes(tmp_path):
     path = tmp_path / "bench_rank0.pt.trace.json.gz"
-    steps = bench_trace_read.write_trace(path, mb=0.05, kernels=2)
+    steps = trace_read.write_trace(path, mb=0.05, kernels=2)
     with gzip.open(path, "rt") as trace:
         document = json.load(trace)
-    assert set(document) == {*bench_trace_read.HEAD, "traceEvents", *bench_trace_read.TAIL}
+    assert set(document) == {*trace_read.HEAD, "traceEvents", *trace_read.TAIL}
     summary = trace_shares.summarise_events(document["traceEvents"])
     assert summary.steps == steps
     assert {e["cat"] for e in document["traceEvents"]} == {
