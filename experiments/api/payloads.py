@@ -1,5 +1,5 @@
 """What the API answers, built from the same reads as the pages: an experiment with its
-protocol and progress (experiments/results/selectors.py), its results (experiments/results/block.py, the
+protocol and progress (experiments/results/selectors.py), its results (experiments/results/block_selectors.py, the
 experiment page's results block) and its rows (experiments/results/exports.py, the downloads). The
 API adds no arithmetic of its own, so its numbers are the page's."""
 
@@ -9,7 +9,7 @@ from experiments.analysis import acceptance_sweep, capacity
 from experiments.api.submission import spec_from_experiment
 from experiments.models import Experiment, SpeedupEstimate
 from experiments.results import block as results
-from experiments.results import exports, selectors, step_profiles
+from experiments.results import block_selectors, exports, selectors, step_profiles
 
 
 def _links(experiment: Experiment) -> dict:
@@ -123,7 +123,7 @@ def results_payload(experiment: Experiment) -> dict:
     """Everything the experiment page's results show, as numbers: per-cell spreads over the
     blocks, every stored speedup with its interval, outcome and block ratios, the verdict
     sentences and break-evens, acceptance by position, fidelity, chart series and warnings."""
-    block = results.results_for_experiment(experiment=experiment)
+    block = block_selectors.results_for_experiment(experiment=experiment)
     analysis = block.analysis if block else None
     speedups = SpeedupEstimate.objects.filter(experiment=experiment).order_by("arm__position", "metric", "concurrency")
     series = analysis.series if analysis else {}

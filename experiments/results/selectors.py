@@ -1,5 +1,5 @@
 """What the pages read about experiments: the list, and an experiment's protocol, environment,
-runs and progress. The results block's data is in experiments/results/block.py, downloads in
+runs and progress. The results block's data is in experiments/results/block_selectors.py, downloads in
 experiments/results/exports.py."""
 
 import json

@@ -12,7 +12,14 @@ from django.views.decorators.http import require_GET
 from experiments.analysis import acceptance_sweep
 from experiments.models import Experiment
 from experiments.results import block as results
-from experiments.results import exports, recommendation, search_recommendation, selectors, step_profiles
+from experiments.results import (
+    block_selectors,
+    exports,
+    recommendation,
+    search_recommendation,
+    selectors,
+    step_profiles,
+)
 
 
 def _style_hash(style: str) -> str:
@@ -43,7 +50,7 @@ def _sweep_context(experiment: Experiment) -> dict:
 @csp_update(SWATCH_STYLES_CSP)  # type: ignore[arg-type]
 def experiment_detail(request, pk: int):
     experiment = selectors.experiment_for_user(user=request.user, pk=pk)
-    block = results.results_for_experiment(experiment=experiment)
+    block = block_selectors.results_for_experiment(experiment=experiment)
     analysis = block.analysis if block else None
     context = {
         "experiment": experiment,

@@ -21,6 +21,7 @@ from experiments.measurement.stats.differences import (
 )
 from experiments.models import Arm, EnvironmentSnapshot, Experiment, SpeedupEstimate
 from experiments.results import block as results
+from experiments.results import block_selectors
 from experiments.results.block import ArmStyle, Cell, Spread
 from experiments.rules import server_settings
 
@@ -246,7 +247,7 @@ def comparison(*, experiments: list[Experiment], arm_ids: list[int] | None = Non
     cells = {}
     for experiment in {arm.experiment for arm in picked}:
         styles = [arm.style for arm in all_arms if arm.experiment == experiment]
-        for cell in results.summary_cells(experiment=experiment, arms=styles):
+        for cell in block_selectors.summary_cells(experiment=experiment, arms=styles):
             if cell.arm.id in picked_ids:
                 cells[(cell.arm.id, cell.level)] = cell
     return Comparison(

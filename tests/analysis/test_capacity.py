@@ -8,7 +8,7 @@ from rest_framework.authtoken.models import Token
 
 from experiments.analysis import capacity
 from experiments.models import RunSummary
-from experiments.results import block as results
+from experiments.results import block_selectors
 from tests.factories import seed_finished_experiment
 from tests.results.test_results_page import _page, _tables
 
@@ -114,7 +114,7 @@ def test_the_api_gives_the_pages_figures(user, measured):
         .get(reverse("api:experiment-results", args=[measured.pk]))
         .json()
     )
-    block = results.results_for_experiment(experiment=measured)
+    block = block_selectors.results_for_experiment(experiment=measured)
     assert body["capacity_warnings"] == block.capacity_warnings != []
     [draft] = [row for row in body["capacity"] if row["level"] == 4 and row["preempted_alone"]]
     assert draft["arm"] == {

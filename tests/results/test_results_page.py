@@ -17,7 +17,7 @@ from django.urls import reverse
 from experiments.analysis.services import experiment_analyse
 from experiments.models import Arm, Experiment, ExperimentAnalysis, RequestRecord, Run, RunSummary, SpeedupEstimate
 from experiments.results import block as results
-from experiments.results import selectors
+from experiments.results import block_selectors, selectors
 from tests.factories import (
     SEEDED_BLOCKS,
     ArmFactory,
@@ -49,8 +49,8 @@ def _summary(arm, level, repetition, status=Run.Status.SUCCEEDED, **fields) -> R
 
 
 def _cells(experiment):
-    arms = results.arm_styles(experiment=experiment)
-    return {(c.arm.label, c.level): c for c in results.summary_cells(experiment=experiment, arms=arms)}
+    arms = block_selectors.arm_styles(experiment=experiment)
+    return {(c.arm.label, c.level): c for c in block_selectors.summary_cells(experiment=experiment, arms=arms)}
 
 
 class _Tables(HTMLParser):
@@ -127,7 +127,9 @@ def test_acceptance_by_position_pools_the_counters_over_runs():
     _summary(arm, 4, 1, spec_num_drafts=6, spec_accepted_per_pos=[3, 1, 0])
     _summary(baseline, 1, 1, spec_num_drafts=None, spec_accepted_per_pos=[])
 
-    [pooled] = results.acceptance_by_position(experiment=experiment, arms=results.arm_styles(experiment=experiment))
+    [pooled] = block_selectors.acceptance_by_position(
+        experiment=experiment, arms=block_selectors.arm_styles(experiment=experiment)
+    )
 
     assert (pooled.arm.label, pooled.drafts, pooled.accepted) == ("n-gram k=4", 16, [8, 4, 1])
     assert pooled.unconditional == [0.5, 0.25, 0.0625]
@@ -138,14 +140,14 @@ def test_no_results_before_a_run_succeeded():
     experiment, baseline, _ = _two_arms(status=Experiment.Status.RUNNING)
     RunFactory(arm=baseline, status=Run.Status.RUNNING)
 
-    assert results.results_for_experiment(experiment=experiment) is None
+    assert block_selectors.results_for_experiment(experiment=experiment) is None
 
 
 def test_arms_keep_their_colour_and_the_baseline_is_grey():
     experiment, _, _ = _two_arms()
     ArmFactory(experiment=experiment, position=2, label="draft k=3", method="draft_model", params={"model": "/m"})
 
-    colours = [(arm.label, arm.colour) for arm in results.arm_styles(experiment=experiment)]
+    colours = [(arm.label, arm.colour) for arm in block_selectors.arm_styles(experiment=experiment)]
 
     assert colours == [
         ("baseline", results.BASELINE_COLOUR), ("n-gram k=4", results.ARM_COLOURS[0]),

@@ -12,7 +12,7 @@ from experiments.execution import services as execution
 from experiments.measurement.engine.trace_shares import TraceSummary
 from experiments.models import ExperimentAnalysis, ProfiledInterval, SpeedupEstimate
 from experiments.results import step_profiles
-from experiments.results.block import results_for_experiment
+from experiments.results.block_selectors import results_for_experiment
 from tests.factories import seed_finished_experiment
 
 pytestmark = pytest.mark.django_db
