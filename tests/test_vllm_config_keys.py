@@ -18,6 +18,9 @@ from experiments.rules import server_settings
 from workers.server import method_support
 from workers.server.command import build_server_args, profiler_args
 
+# vLLM itself, imported in the vLLM environment.
+pytestmark = pytest.mark.vllm
+
 # Prints the installed SpeculativeConfig's field names, the values its `method` accepts and the
 # source of its suffix decoding check (which names the arctic-inference version to install).
 INTROSPECT = """

@@ -16,6 +16,7 @@ from schemathesis.core import NotSet
 
 from experiments.models import Arm, Experiment, Run
 from tests.factories import UserFactory
+from tests.phases import examples
 
 pytestmark = pytest.mark.django_db
 
@@ -52,7 +53,7 @@ def _rows() -> tuple[int, int, int]:
 
 @schema.parametrize()
 @settings(
-    max_examples=30,
+    max_examples=examples(30),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.filter_too_much],
 )

@@ -16,11 +16,14 @@ from hypothesis import strategies as st
 from experiments.definition.forms import ARM_FORMSET_PREFIX
 from experiments.models import Arm, Comment, Decision, Experiment, Run, UploadedPromptSet
 from tests.factories import NGRAM_ARM_FORM, ExperimentFactory, UserFactory, form_data
+from tests.phases import examples
 
 pytestmark = pytest.mark.django_db
 
 PROPERTY_SETTINGS = settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+    max_examples=examples(60),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 
 # Text a user (or an attacker) might type: any Unicode, markup, numbers past every limit,

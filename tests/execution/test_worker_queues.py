@@ -262,7 +262,7 @@ def test_an_ended_experiment_asks_nothing(live_workers):
 # ---------------------------------------------------------------- the real worker
 
 
-@pytest.mark.integration
+@pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
 def test_the_real_worker_is_seen_on_its_queue(celery_worker_process, monkeypatch):
     monkeypatch.setattr(worker_queues, "inspect_workers", real_inspect_workers)

@@ -19,7 +19,7 @@ from workers.server.affinity import server_env
 from workers.server.command import ServerLaunch, build_server_args, free_port
 from workers.server.vllm_server import VllmServer
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.vllm
 
 TARGET = settings.SPECDASH_MODELS_DIR / "target"
 NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 2, "prompt_lookup_max": 4}

@@ -40,7 +40,7 @@ from experiments.prompt_sets.services import prompt_set_from_builtin
 from tests.factories import experiment_fields
 from tests.worker_fixtures import wait_for_experiment
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.worker, pytest.mark.vllm]
 
 DRAFT = settings.SPECDASH_MODELS_DIR / "draft"
 MODELS_BUILT = pytest.mark.skipif(

@@ -59,6 +59,7 @@ def test_levels_beyond_the_max_batch_and_a_k_below_1_are_refused():
         batch_schedule.derive({1: FASTER, 8: SLOWER}, k=0, max_batch=16)
 
 
+@pytest.mark.vllm
 def test_every_derived_schedule_runs_in_the_installed_vllm_as_derived():
     asked = [
         {"schedule": batch_schedule.stored(expected), "max": max_batch, "k": k}

@@ -69,7 +69,7 @@ def test_the_api_spec_names_the_team(red, blue, celery_dispatch):
     assert Experiment.objects.get().team == red
 
 
-@pytest.mark.integration
+@pytest.mark.live_http
 @pytest.mark.django_db(transaction=True)
 def test_over_http_an_outsiders_token_reads_nothing(live_server, red, blue):
     """The real stack short of a worker: an HTTP server thread, token authentication and PostgreSQL."""

@@ -42,6 +42,7 @@ def test_a_single_team_user_writes_to_their_team_without_naming_it(alice, red, c
     assert Experiment.objects.get().team == red
 
 
+@pytest.mark.slow(reason="migrates the test database back to 0012 and forward again")
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_puts_every_row_and_user_in_the_default_team():
     executor = MigrationExecutor(connection)

@@ -143,7 +143,7 @@ print(json.dumps({
 """
 
 
-@pytest.mark.integration
+@pytest.mark.vllm
 def test_built_models_load_with_transformers_in_the_vllm_environment():
     models_dir = Path(django_settings.SPECDASH_MODELS_DIR)
     if not all((models_dir / name / "config.json").is_file() for name in ("target", "draft")):

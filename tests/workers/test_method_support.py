@@ -48,6 +48,7 @@ def test_suffix_runs_where_the_vllm_environment_imports_arctic_inference(tmp_pat
     method_support.check("suffix", python)
 
 
+@pytest.mark.vllm
 def test_this_hosts_cpu_vllm_environment_has_no_arctic_inference():
     reason = method_support.unsupported_reason("suffix", settings.SPECDASH_VLLM_PYTHON)
 

@@ -87,6 +87,7 @@ def hub():
     server.shutdown()
 
 
+@pytest.mark.vllm
 def test_a_model_id_is_fetched_into_the_cache_vllm_reads_offline(hub, tmp_path, monkeypatch):
     endpoint, handler = hub
     monkeypatch.setenv("HF_ENDPOINT", endpoint)
