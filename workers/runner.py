@@ -19,13 +19,13 @@ from django.db import DatabaseError, connection
 
 from experiments import lifecycle
 from experiments.execution import dispatch, services
+from experiments.measurement.engine.prom import SpecCounters
 from experiments.measurement.planning import limits
 from experiments.models import Arm, Experiment, IllegalTransition, Run
 from experiments.prompts.catalog import experiment_requests
 from workers.host.envinfo import capture_environment
 from workers.liveness import LeaseBeat
 from workers.measure.loadgen import LoadResult, Prompt, run_load_sync
-from workers.measure.prom import SpecCounters
 from workers.server import profiling
 from workers.server.engine_report import read_engine_report
 from workers.server.launch import (

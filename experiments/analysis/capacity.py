@@ -4,7 +4,8 @@ and waited, and how many were preempted, beside the baseline's at the same level
 A draft model's KV cache is carved from the same memory as the target's, so under one
 cache budget a speculative arm can fit fewer of the target's requests: its speedup at a
 level may then come with preemptions (recomputed work) or a queue that the baseline did not
-have. Read from the run summaries (workers/measure/prom.py measured them) in one grouped query.
+have. Read from the run summaries (the worker measured them with
+experiments/measurement/engine/prom.py) in one grouped query.
 """
 
 from collections.abc import Mapping, Sequence

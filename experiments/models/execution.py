@@ -190,7 +190,7 @@ class RunSummary(models.Model):
     spec_num_accepted_tokens = models.PositiveBigIntegerField(null=True)
     spec_accepted_per_pos = ArrayField(models.PositiveBigIntegerField(), null=True)
 
-    # vLLM's capacity figures over the measured interval (workers/measure/prom.py); null on runs
+    # vLLM's capacity figures over the measured interval (experiments/measurement/engine/prom.py); null on runs
     # recorded before they were measured, or when /metrics could not be read.
     capacity_samples = models.PositiveIntegerField(
         null=True, help_text="Readings of /metrics taken while the measured requests ran."

@@ -9,12 +9,12 @@ from django.conf import settings
 
 from experiments.definition import services as definition
 from experiments.execution import services as execution
+from experiments.measurement.engine.prom import SpecCounters
 from experiments.models import Experiment, RequestRecord, Run
 from tests.factories import UserFactory
 from tests.workers import fakes
 from workers import runner
 from workers.measure.loadgen import LoadResult, RequestResult
-from workers.measure.prom import SpecCounters
 
 pytestmark = pytest.mark.django_db
 

@@ -22,8 +22,9 @@ from experiments.definition import services as definition
 from experiments.definition.forms import ExperimentForm
 from experiments.execution import dispatch, worker_queues
 from experiments.execution import services as execution
-from experiments.measurement.engine import capacity, stream_fidelity
+from experiments.measurement.engine import capacity, prom, stream_fidelity
 from experiments.measurement.engine.capacity import CapacityFigures
+from experiments.measurement.engine.prom import SpecCounters
 from experiments.measurement.planning import limits
 from experiments.models import Experiment, RequestRecord, Run, RunSummary
 from specdash.env import env_seconds_by_name
@@ -37,9 +38,8 @@ from tests.factories import (
 )
 from tests.workers.fakes import FakeServer, served  # noqa: F401 (a fixture)
 from workers import runner, tasks
-from workers.measure import loadgen, prom
+from workers.measure import loadgen
 from workers.measure.loadgen import LoadResult, RequestResult
-from workers.measure.prom import SpecCounters
 from workers.server.command import ServerLaunch
 from workers.server.vllm_server import ServerStartError, VllmServer
 from workers.storage import spool
@@ -249,18 +249,20 @@ def test_a_run_is_stored_once_however_often_its_results_arrive(spool_folder):
     assert list(spool_folder.iterdir()) == []
 
 
-def test_a_spool_file_written_before_the_worker_modules_moved_is_still_stored(spool_folder, monkeypatch):
-    """A worker upgraded with a run on its disk: the file names workers.loadgen, workers.prom and
-    workers.spool, as the worker before the move wrote it."""
+@pytest.mark.parametrize("prom_was", ["workers.prom", "workers.measure.prom"])
+def test_a_spool_file_written_before_the_worker_modules_moved_is_still_stored(spool_folder, monkeypatch, prom_was):
+    """A worker upgraded with a run on its disk: the file names workers.loadgen, the /metrics
+    parser's module of its time and workers.spool, as the worker before the move wrote it."""
     run = RunFactory(status=Run.Status.RUNNING)
     with monkeypatch.context() as before_the_move:
-        for module, was in ((loadgen, "workers.loadgen"), (prom, "workers.prom"), (spool, "workers.spool")):
+        for module, was in ((loadgen, "workers.loadgen"), (prom, prom_was), (spool, "workers.spool")):
             before_the_move.setitem(sys.modules, was, module)
             for value in vars(module).values():
                 if isinstance(value, type) and value.__module__ == module.__name__:
                     before_the_move.setattr(value, "__module__", was)
         path = spool.spool_write(_record(run), worker_name=WORKER)
     assert b"workers.loadgen" in path.read_bytes()
+    assert prom_was.encode() in path.read_bytes()
     assert "workers.loadgen" not in sys.modules
 
     assert spool.spool_store(path, wait_s=0)

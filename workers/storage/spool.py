@@ -24,9 +24,9 @@ from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection
 
 from experiments.execution import services as execution
+from experiments.measurement.engine.prom import SpecCounters
 from experiments.models import Experiment
 from workers.measure.loadgen import LoadResult
-from workers.measure.prom import SpecCounters
 from workers.storage import ingest
 
 logger = logging.getLogger(__name__)
@@ -66,7 +66,8 @@ def spool_write(record: SpooledRun, *, worker_name: str) -> Path:
 # a worker upgraded with runs still on its disk reads them under the new names.
 MOVED_MODULES = {
     "workers.loadgen": "workers.measure.loadgen",
-    "workers.prom": "workers.measure.prom",
+    "workers.prom": "experiments.measurement.engine.prom",
+    "workers.measure.prom": "experiments.measurement.engine.prom",
     "workers.spool": "workers.storage.spool",
     "experiments.measurement.capacity": "experiments.measurement.engine.capacity",
     "experiments.measurement.stream_fidelity": "experiments.measurement.engine.stream_fidelity",

@@ -12,7 +12,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from experiments.measurement.deploy import alert_rules
-from workers.measure import prom
+from experiments.measurement.engine import prom
 
 BAD_INPUT = 2
 FIRED = 1
@@ -52,7 +52,7 @@ def read_window(url: str, seconds: float) -> alert_rules.Window:
     time.sleep(seconds)
     after = scrape(url)
     try:
-        return prom.window(before, after)
+        return alert_rules.window(before, after)
     except prom.CounterReset:
         raise bad_input(f"the counters at {url} went down during the window: the server restarted") from None
     except ValueError as error:

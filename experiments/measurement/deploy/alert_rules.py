@@ -17,7 +17,8 @@ is kept, so an alert names its server and the two sides of a ratio match.
 A rules file (Prometheus' rule-group YAML) is written and read here. A rule whose expression
 has neither shape is refused (RuleFileError): the check never evaluates anything but what the
 file says. Label matchers other than `position` pick the servers in Prometheus; the check is
-pointed at one server's /metrics and needs none of them. Django-free.
+pointed at one server's /metrics and needs none of them; `window` reads its two readings.
+Django-free.
 """
 
 import re
@@ -27,6 +28,15 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import yaml
+
+from experiments.measurement.engine import prom
+from experiments.measurement.engine.vllm_metrics import (
+    ACCEPTED_PER_POS,
+    NUM_ACCEPTED_TOKENS,
+    NUM_DRAFT_TOKENS,
+    NUM_DRAFTS,
+    REQUESTS_RUNNING,
+)
 
 SUM = "sum without (engine, position)"
 POSITION = "position"
@@ -131,6 +141,22 @@ class Window:
 
     increases: Mapping[tuple[str, int | None], int]
     gauges: Mapping[str, tuple[float, float]]
+
+
+def window(before: str, after: str) -> Window:
+    """What a server did between two readings of its /metrics (read with the worker's parser,
+    experiments/measurement/engine/prom.py): the speculative counters' increases, and the
+    running requests at both readings. ValueError for a page without vLLM's metrics,
+    prom.CounterReset when the server restarted in between."""
+    running = (prom.parse_capacity(before).running, prom.parse_capacity(after).running)
+    added = prom.diff(prom.parse_spec_counters(before), prom.parse_spec_counters(after))
+    increases: dict[tuple[str, int | None], int] = {
+        (NUM_DRAFTS, None): added.num_drafts,
+        (NUM_DRAFT_TOKENS, None): added.num_draft_tokens,
+        (NUM_ACCEPTED_TOKENS, None): added.num_accepted_tokens,
+    }
+    increases |= {(ACCEPTED_PER_POS, position): n for position, n in enumerate(added.accepted_per_pos)}
+    return Window(increases, {REQUESTS_RUNNING: running})
 
 
 @dataclass(frozen=True)

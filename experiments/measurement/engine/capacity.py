@@ -1,8 +1,8 @@
 """The capacity figures of a measured interval, declared once: how full the KV cache got, how
 many requests ran and waited at most, and how many were preempted (docs/metrics.md,
-"Capacity"). workers/measure/prom.py measures them, workers/storage/ingest.py stores them in the run
-summary's columns named here, experiments/analysis/capacity.py pools them per arm and level
-by the rule named here."""
+"Capacity"). The worker measures them with experiments/measurement/engine/prom.py,
+workers/storage/ingest.py stores them in the run summary's columns named here,
+experiments/analysis/capacity.py pools them per arm and level by the rule named here."""
 
 from dataclasses import dataclass, fields
 from typing import Literal

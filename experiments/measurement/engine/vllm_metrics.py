@@ -1,5 +1,5 @@
 """The names of vLLM's Prometheus metrics that specdash reads, declared once: the worker's
-/metrics parser (workers/measure/prom.py) reads them while it measures, and the guardrail
+/metrics parser (experiments/measurement/engine/prom.py) reads them while it measures, and the guardrail
 rules (experiments/measurement/deploy/alert_rules.py) select them in production's Prometheus and in
 the live check. The speculative-decoding counters carry `engine` and `model_name` labels, the
 per-position one also `position` (docs/metrics.md)."""

