@@ -8,8 +8,8 @@ from array import array
 from typing import TypedDict
 
 from experiments.measurement.encoding.packed import FLOAT64, UINT16, UINT32
+from experiments.measurement.engine.prom import SpecCounters
 from workers.measure.loadgen import RequestResult
-from workers.measure.prom import SpecCounters
 
 OUTPUT_TOKENS = 128
 

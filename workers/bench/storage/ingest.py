@@ -24,10 +24,10 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from experiments import teams
+from experiments.measurement.engine.prom import SpecCounters
 from experiments.models import Arm, Experiment, Run
 from workers.bench.requests import OUTPUT_TOKENS, spec_counters, streamed_request
 from workers.measure.loadgen import LoadResult
-from workers.measure.prom import SpecCounters
 from workers.storage.ingest import _copy_requests, ingest_run
 from workers.storage.request_copy import copy_buffer
 
