@@ -18,14 +18,20 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from experiments.measurement.stats import break_even, intervals, output_fidelity, verdicts
+from experiments.measurement.stats import break_even, intervals, latency, output_fidelity, verdicts
 
 LATENCY_METRICS = ("server_tpot", "tpot", "e2e", "ttft")
 # Timed at the client from the first chunk on: only as good as the stream
 # (experiments/measurement/engine/stream_fidelity.py).
 # E2E ends at the last token whenever it arrives, so a late or merged chunk does not move it.
 STREAM_TIMED_METRICS = ("tpot", "ttft")
-THROUGHPUT_METRICS = ("output_throughput", "request_throughput")
+THROUGHPUT_METRICS = ("output_throughput", "request_throughput", "goodput")
+# A tail of a latency's distribution over a run's requests: (the latency, the quantile). Its block
+# ratio is the baseline run's quantile over the arm's, over the prompts both answered.
+TAIL_METRICS = {"e2e_p95": ("e2e", 0.95)}
+# Counts per second that a fixed arrival rate sets for both sides alike (goodput is not one:
+# it counts the requests within the SLOs).
+RATE_SET_METRICS = ("output_throughput", "request_throughput")
 # Per-token metrics: their block ratio pools decode time over decode tokens (intervals.pooled_per_token_ratio).
 POOLED_METRICS = ("server_tpot", "tpot")
 FIDELITY_WARN_P = 0.01
@@ -96,12 +102,29 @@ def _block_ratio(metric: str, base: RunData, arm: RunData, *, per_request: bool 
     """The verdict's block ratio, or with `per_request` a TPOT's ratio of mean TPOTs."""
     if metric in THROUGHPUT_METRICS:
         return intervals.run_ratio(base.throughputs.get(metric), arm.throughputs.get(metric)), 0  # arm / baseline
+    if metric in TAIL_METRICS:
+        source, quantile = TAIL_METRICS[metric]
+        return _tail_ratio(base.latencies.get(source, {}), arm.latencies.get(source, {}), quantile)
     values = base.latencies.get(metric, {}), arm.latencies.get(metric, {})
     if metric in POOLED_METRICS and not per_request:
         return intervals.pooled_per_token_ratio(
             *values, baseline_tokens=base.output_tokens, arm_tokens=arm.output_tokens
         )
     return intervals.ratio_of_means(*values)
+
+
+def _tail_ratio(
+    baseline: Mapping[int, float | None], arm: Mapping[int, float | None], quantile: float
+) -> tuple[float | None, int]:
+    """One block's speedup of a latency's tail: the baseline's quantile over the arm's, over the
+    prompts both sides have a value for (the tails of the same requests), and the number of pairs."""
+    pairs = [(baseline[k], arm[k]) for k in sorted(baseline.keys() & arm.keys())]
+    known = [(b, a) for b, a in pairs if b is not None and a is not None]
+    base_tail = latency.percentile((b for b, _ in known), 100 * quantile)
+    arm_tail = latency.percentile((a for _, a in known), 100 * quantile)
+    if base_tail is None or arm_tail is None:
+        return None, 0
+    return intervals.run_ratio(base_tail, arm_tail, higher_is_better=False), len(known)
 
 
 def _cell(
@@ -154,7 +177,7 @@ def speedup_cells(
                     failed_arm=failed_arm,
                     requests_baseline=sent_base,
                     requests_arm=sent_arm,
-                    applicable=not (fixed_arrival_rate and metric in THROUGHPUT_METRICS),
+                    applicable=not (fixed_arrival_rate and metric in RATE_SET_METRICS),
                     stream_faithful=not (flagged and metric in STREAM_TIMED_METRICS),
                 )
                 per_request = None

@@ -9,7 +9,7 @@ call `question_decisions` on inference.RunData, so they decide alike. Django-fre
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from experiments.measurement.stats import inference, sequential, verdicts
+from experiments.measurement.stats import inference, objective, sequential, verdicts
 
 CellKey = tuple[int, int]  # (arm, level)
 Decision = sequential.Decision[CellKey]
@@ -27,6 +27,11 @@ class Question:
     # measured or not; its primary cells are the (arm, level) pairs it has measured. None: every
     # arm at every level of `levels`.
     family_per_arm: int | None = None
+    # The service's objective (experiments/measurement/stats/objective.py): the metrics that must not
+    # get worse, and the preset they came from ("" for an experiment from before objectives, whose
+    # question is its primary metric alone).
+    guards: tuple[objective.Guard, ...] = ()
+    objective: str = objective.SINGLE_METRIC
 
 
 @dataclass(frozen=True)
@@ -38,11 +43,21 @@ class QuestionDecisions:
     candidates: list[Decision]
     replicate: list[Decision]
     confirmation: list[Decision] = field(default_factory=list)
+    # The joint word of each candidate cell, in the candidates' order: the primary called faster
+    # and every guard shown non-inferior (objective.py).
+    joint: list[objective.JointDecision] = field(default_factory=list)
 
     @property
     def unsettled(self) -> bool:
-        """Some candidate cell is open, or ended inconclusive: more blocks could settle it."""
-        return any(d.outcome in (sequential.OPEN, sequential.INCONCLUSIVE) for d in self.candidates)
+        """Some candidate cell is open, or ended inconclusive: more blocks could settle it. With
+        guards, a cell whose primary is faster stays open until its guards are settled too."""
+        unsettled = (sequential.OPEN, sequential.INCONCLUSIVE)
+        if self.joint:
+            return any(j.word in unsettled for j in self.joint)
+        return any(d.outcome in unsettled for d in self.candidates)
+
+    def joint_by_key(self) -> dict[CellKey, objective.JointDecision]:
+        return {j.key: j for j in self.joint}
 
     def by_key(self) -> dict[CellKey, Decision]:
         """{(arm, level): decision} over the families."""
@@ -54,9 +69,13 @@ class QuestionDecisions:
 
     def open_arms(self) -> list[int]:
         """The arms with a primary cell not settled (candidates, then confirmations), in arm
-        order of first appearance."""
+        order of first appearance; a candidate's cell counts by its joint word where it has one."""
         unsettled = (sequential.OPEN, sequential.INCONCLUSIVE)
-        return list(dict.fromkeys(d.key[0] for d in (*self.candidates, *self.confirmation) if d.outcome in unsettled))
+        joint = self.joint_by_key()
+        words = [joint[d.key].word if d.key in joint else d.outcome for d in self.candidates]
+        words += [d.outcome for d in self.confirmation]
+        keys = [d.key for d in (*self.candidates, *self.confirmation)]
+        return list(dict.fromkeys(key[0] for key, word in zip(keys, words, strict=True) if word in unsettled))
 
 
 def _blocked(cell: inference.CellResult) -> str | None:
@@ -93,11 +112,14 @@ def question_decisions(
     runs: Sequence[inference.RunData], cells: Sequence[inference.CellResult], *, baseline: int,
     candidates: Sequence[int], replicate: int | None, question: Question, final: bool,
     entered: Mapping[CellKey, int] | None = None, confirmations: Sequence[int] = (),
+    capacity_differs: frozenset[CellKey] = frozenset(),
 ) -> QuestionDecisions:  # fmt: skip
     """Decide the primary cells after the blocks run so far (the highest block number of
     any run). `cells` are inference.speedup_cells' results over the same runs; `entered` the
     block each cell was first scheduled in (a break-even search adds levels, the search adds
-    confirmation arms, later)."""
+    confirmation arms, later); `capacity_differs` the cells where the arm queued or was preempted
+    and the baseline was not, or the reverse (there the capacity guard must hold for "pays";
+    not for an experiment from before objectives, which replays its single-metric question)."""
     blocks_run = max((run.block for run in runs), default=0)
 
     def family(arms: Sequence[int], *, futility: bool, searched: bool = False) -> list[Decision]:
@@ -113,4 +135,18 @@ def question_decisions(
     # family counts the levels a search could have measured for them.
     replicated = family([replicate], futility=False) if replicate is not None else []
     confirmed = family(confirmations, futility=True) if confirmations else []
-    return QuestionDecisions(family(candidates, futility=True, searched=True), replicated, confirmed)
+    decided = family(candidates, futility=True, searched=True)
+    primary = primary_cells(runs, cells, baseline=baseline, arms=candidates, question=question, entered=entered)
+    guard_ratios = {
+        cell.key: {
+            metric: inference.block_ratios(runs, metric, baseline=baseline, arm=cell.key[0], level=cell.key[1])
+            for metric in {*(g.metric for g in question.guards), objective.CAPACITY_METRIC}
+        }
+        for cell in primary
+    }
+    joint = objective.joint_decisions(
+        primary, decided, question.guards, guard_ratios, design=question.design, blocks_run=blocks_run, final=final,
+        capacity_differs=capacity_differs if question.objective != objective.SINGLE_METRIC else frozenset(),
+        primary_metric=question.metric,
+    )  # fmt: skip
+    return QuestionDecisions(decided, replicated, confirmed, joint)

@@ -1,0 +1,123 @@
+"""The joint word per arm and level (experiments/measurement/stats/objective.py) on hand-computed
+cases: a guard's one-sided test at the family's share of alpha, the words from a primary decision
+and its guards, and the capacity guard where an arm queued and the baseline did not."""
+
+import pytest
+
+from experiments.measurement.stats import objective, sequential
+from experiments.measurement.stats.intervals import block_interval
+from experiments.measurement.stats.objective import Guard
+
+FIXED_3 = sequential.Design(max_blocks=3, sequential=False, margin=0.02, worthwhile_gain=0.07)
+KEY = (7, 4)
+
+
+def _decision(outcome: str, ratios=(1.3, 1.25, 1.35)) -> sequential.Decision:
+    return sequential.Decision(KEY, outcome, block_interval(ratios), 0.95, len(ratios), 0.01)
+
+
+def _guard(status: str, metric: str = "e2e") -> objective.GuardLook:
+    return objective.GuardLook(metric, 0.05, status, block_interval([1.0, 1.0]), 0.9, 2)
+
+
+def test_a_guard_is_shown_non_inferior_by_its_one_sided_bound_at_the_familys_share():
+    """Blocks 1.2, 1.1, 1.15 (log mean 0.1376, log sd 0.0435): one look of a fixed design, alone in
+    its family, a one-sided 5 % bound = the 90 % interval's low end, 1.0680 > 0.95. In a family
+    of four: 1.25 % a side, the 97.5 % interval [0.9834, 1.3431]: still above 0.95."""
+    ratios = {1: 1.2, 2: 1.1, 3: 1.15}
+    alone = objective.guard_look(ratios, Guard("e2e"), design=FIXED_3, family=1, blocks=3, own_look=3, looks=(3,))
+    assert alone.status == objective.SHOWN
+    assert alone.confidence == pytest.approx(0.90)
+    assert alone.estimate.lo == pytest.approx(1.06799, abs=1e-4)
+
+    shared = objective.guard_look(ratios, Guard("e2e"), design=FIXED_3, family=4, blocks=3, own_look=3, looks=(3,))
+    assert shared.confidence == pytest.approx(0.975)
+    assert (shared.estimate.lo, shared.estimate.hi) == (
+        pytest.approx(0.98339, abs=1e-4),
+        pytest.approx(1.34314, abs=1e-4),
+    )
+    assert shared.status == objective.SHOWN
+
+    tight = objective.guard_look(
+        ratios, Guard("e2e", margin=0.01), design=FIXED_3, family=4, blocks=3, own_look=3, looks=(3,)
+    )
+    assert tight.status == objective.UNSURE  # 0.9834 is not above 1 − 1 %
+
+
+def test_a_guard_below_its_margin_is_worse():
+    """0.85, 0.88, 0.86: the 90 % interval [0.8379, 0.8893] lies below 0.95."""
+    look = objective.guard_look({1: 0.85, 2: 0.88, 3: 0.86}, Guard("output_throughput"), design=FIXED_3,
+                                family=1, blocks=3, own_look=3, looks=(3,))  # fmt: skip
+    assert look.status == objective.WORSE
+    assert look.estimate.hi == pytest.approx(0.88931, abs=1e-4)
+
+
+def test_one_block_shows_nothing():
+    look = objective.guard_look({1: 2.0}, Guard("e2e"), design=FIXED_3, family=1, blocks=3, own_look=3, looks=(3,))
+    assert look.status == objective.UNSURE
+
+
+@pytest.mark.parametrize(
+    ("primary", "guards", "more", "word"),
+    [
+        (sequential.FASTER, [objective.SHOWN, objective.SHOWN], False, objective.PAYS),
+        (sequential.FASTER, [objective.SHOWN, objective.WORSE], False, objective.COSTS),
+        (sequential.FASTER, [objective.SHOWN, objective.UNSURE], True, objective.OPEN),
+        (sequential.FASTER, [objective.UNSURE], False, objective.INCONCLUSIVE),
+        (sequential.FASTER, [], False, objective.PAYS),  # no guards: pays is faster
+        (sequential.OPEN, [objective.WORSE], True, objective.COSTS),  # a guard lost: no need to wait
+        (sequential.OPEN, [objective.SHOWN], True, objective.OPEN),
+        (sequential.SLOWER, [objective.SHOWN], False, objective.NOT_WORTH_IT),
+        (sequential.EQUIVALENT, [], False, objective.NOT_WORTH_IT),
+        (sequential.NOT_WORTH_IT, [objective.UNSURE], True, objective.NOT_WORTH_IT),
+        (sequential.INCONCLUSIVE, [objective.SHOWN], False, objective.INCONCLUSIVE),
+        ("failures differ", [objective.SHOWN], False, "failures differ"),
+    ],
+)
+def test_the_joint_word(primary, guards, more, word):
+    looks = [_guard(status, f"m{i}") for i, status in enumerate(guards)]
+    assert objective.joint_word(_decision(primary), looks, more_blocks=more) == word
+
+
+def _cells(*, blocked=None):
+    return [sequential.PrimaryCell(KEY, {1: 1.3, 2: 1.25, 3: 1.35}, blocked)]
+
+
+def test_the_capacity_guard_joins_where_the_arm_queued_alone():
+    """Faster in TPOT, E2E shown within its margin, but the arm queued where the baseline did not:
+    its output throughput (0.85, 0.88, 0.86) is tested too, and costs."""
+    ratios = {KEY: {"e2e": {1: 1.2, 2: 1.1, 3: 1.15}, "output_throughput": {1: 0.85, 2: 0.88, 3: 0.86}}}
+    decided = [_decision(sequential.FASTER)]
+    common = {"design": FIXED_3, "blocks_run": 3, "final": True, "primary_metric": "server_tpot"}
+
+    plain = objective.joint_decisions(_cells(), decided, [Guard("e2e")], ratios, **common)
+    queued = objective.joint_decisions(
+        _cells(), decided, [Guard("e2e")], ratios, capacity_differs=frozenset({KEY}), **common
+    )
+
+    assert plain[0].word == objective.PAYS
+    (joint,) = queued
+    assert joint.word == objective.COSTS
+    assert [(g.metric, g.status, g.implied) for g in joint.guards] == [
+        ("e2e", objective.SHOWN, False),
+        ("output_throughput", objective.WORSE, True),
+    ]
+    assert [g.metric for g in joint.blocking] == ["output_throughput"]
+
+
+def test_a_guard_is_fixed_at_the_first_look_that_settles_it():
+    """A sequential design of 5: the guard's blocks 1.3, 1.3, 1.3 show it at look 3; later
+    blocks that would not (0.5, 0.5) do not undo it."""
+    design = sequential.Design(max_blocks=5, sequential=True, margin=0.02, worthwhile_gain=0.07)
+    ratios = {KEY: {"e2e": {1: 1.3, 2: 1.31, 3: 1.29, 4: 0.5, 5: 0.5}}}
+    cells = [sequential.PrimaryCell(KEY, {b: 1.3 for b in range(1, 6)})]
+    (joint,) = objective.joint_decisions(cells, [_decision(sequential.FASTER)], [Guard("e2e")], ratios,
+                                         design=design, blocks_run=5, final=True)  # fmt: skip
+    assert joint.guards[0].blocks == 3
+    assert joint.word == objective.PAYS
+
+
+def test_a_preset_leaves_out_goodput_without_an_slo_and_the_primary_itself():
+    shared = objective.PRESETS["shared"]
+    assert [g.metric for g in objective.guards_for(shared.guards, primary=shared.primary, has_slo=False)] == ["e2e_p95"]
+    assert [g.metric for g in objective.guards_for(shared.guards, primary="e2e_p95", has_slo=True)] == ["goodput"]
