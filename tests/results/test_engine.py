@@ -1,6 +1,6 @@
 """What vLLM decided per arm, on the protocol card and in the API, and the flags where an arm's
 runner, async scheduling or CUDA graphs differ from the baseline's. The log lines are the ones
-tests/workers/test_engine_report.py quotes from vLLM 0.32's source."""
+tests/workers/server/test_engine_report.py quotes from vLLM 0.32's source."""
 
 import pytest
 from django.urls import reverse

@@ -200,7 +200,7 @@ def test_every_run_sends_the_same_distinct_prompts_warmup_first(served, celery_d
 
 
 def test_each_runs_environment_records_what_its_servers_log_said_vllm_decided(served, celery_dispatch):
-    # Two of a CPU server's start-up lines, as tests/workers/test_engine_report.py quotes them.
+    # Two of a CPU server's start-up lines, as tests/workers/server/test_engine_report.py quotes them.
     served.log_text = (
         "(APIServer pid=7) WARNING 12-02 16:40:01 [vllm.py:726] Model Runner V2 requires Triton; using the V1 "
         "model runner instead.\n(EngineCore pid=8) INFO 12-02 16:40:12 [kv_cache_utils.py:2328] CPU KV cache size: "

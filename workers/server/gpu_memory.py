@@ -49,7 +49,7 @@ for device in ids:
 print(json.dumps({"gpus": gpus, "processes": processes}))
 """
 
-# vLLM 0.32's refusals to start for want of GPU memory (tests/workers/test_gpu_memory.py holds
+# vLLM 0.32's refusals to start for want of GPU memory (tests/workers/server/test_gpu_memory.py holds
 # the lines with the file each comes from), and torch's CUDA allocator's own.
 _MEMORY_REFUSALS = re.compile(
     "|".join(

@@ -1,5 +1,5 @@
 """The model prefetch's child process, with a stand-in for the vLLM environment's Python
-(tests/workers/test_model_prefetch_hub.py fetches for real from a local hub)."""
+(tests/workers/server/test_model_prefetch_hub.py fetches for real from a local hub)."""
 
 import os
 import stat

@@ -12,7 +12,7 @@ from django.conf import settings
 from workers.server import method_support
 from workers.server.method_support import MethodUnsupported
 
-REQUIREMENTS = Path(__file__).resolve().parents[2] / "requirements" / "vllm-gpu.txt"
+REQUIREMENTS = Path(__file__).resolve().parents[3] / "requirements" / "vllm-gpu.txt"
 
 
 def _stand_in_python(tmp_path: Path, *, with_arctic_inference: bool) -> str:

