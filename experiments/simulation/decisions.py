@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from experiments.measurement.stats import inference, question, sequential
+from experiments.measurement.stats import inference, objective, question, sequential
 from experiments.simulation.simulator import BASELINE, MARGIN, METRIC, REPLICATE, Experiment, Shape
 
 DEFAULT_MAX_BLOCKS = 10  # the form's defaults (Experiment.repetitions, worthwhile_gain)
@@ -22,14 +22,16 @@ DEFAULT_WORTHWHILE = 0.07
 
 
 def decisions(
-    runs: list[inference.RunData], shape: Shape, design: sequential.Design, *, final: bool, metric: str = METRIC
-) -> question.QuestionDecisions:
-    """What the page and the worker decide on these runs."""
+    runs: list[inference.RunData], shape: Shape, design: sequential.Design, *, final: bool, metric: str = METRIC,
+    guards: tuple[objective.Guard, ...] = (),
+) -> question.QuestionDecisions:  # fmt: skip
+    """What the page and the worker decide on these runs (with `guards`: the service's objective's)."""
     cells = inference.speedup_cells(
         runs, baseline=BASELINE, arms=[REPLICATE, *shape.candidate_arms], levels=list(shape.levels),
         margin=design.margin, metrics=(metric,),
     )  # fmt: skip
-    asked = question.Question(metric, shape.levels, design)
+    name = objective.CUSTOM if guards else objective.SINGLE_METRIC
+    asked = question.Question(metric, shape.levels, design, guards=guards, objective=name)
     return question.question_decisions(
         runs, cells, baseline=BASELINE, candidates=shape.candidate_arms, replicate=REPLICATE, question=asked,
         final=final,
@@ -43,7 +45,10 @@ class Result:
     minutes: float
 
 
-def run_sequential(experiment: Experiment, shape: Shape, design: sequential.Design, metric: str = METRIC) -> Result:
+def run_sequential(
+    experiment: Experiment, shape: Shape, design: sequential.Design, metric: str = METRIC,
+    guards: tuple[objective.Guard, ...] = (),
+) -> Result:  # fmt: skip
     """The experiment as the worker runs it: a look after each block, the stopped arms left out."""
     running = set(range(shape.arms))
     runs: list[inference.RunData] = []
@@ -52,11 +57,11 @@ def run_sequential(experiment: Experiment, shape: Shape, design: sequential.Desi
     for block in range(1, design.max_blocks + 1):
         runs += [run for run in experiment.runs[block] if run.arm in running]
         minutes += sum(experiment.minutes[(block, arm)] for arm in running)
-        decided = decisions(runs, shape, design, final=False, metric=metric)
+        decided = decisions(runs, shape, design, final=False, metric=metric, guards=guards)
         if not decided.unsettled:
             break
         running = {BASELINE, REPLICATE, *decided.open_arms()}
-    return Result(decisions(runs, shape, design, final=True, metric=metric), block, minutes)
+    return Result(decisions(runs, shape, design, final=True, metric=metric, guards=guards), block, minutes)
 
 
 def run_fixed(experiment: Experiment, shape: Shape, blocks: int, *, worthwhile: float, metric: str = METRIC) -> Result:

@@ -141,12 +141,24 @@ def _effects(shape: Shape, gain: float, gains: Sequence[float] | None,
     return effect
 
 
+def _queue_factor(prefill: np.ndarray, decode_cost: np.ndarray, gain: float, loss: float) -> float:
+    """The factor on an arm's time to first token (its requests wait in a queue) that makes its
+    throughput `loss` below the baseline's while its decode is 1 + gain faster: the expected
+    E2E over the prompts rises to the baseline's / (1 − loss)."""
+    base = float(prefill.sum() + decode_cost.sum())
+    return (base / (1 - loss) - float(decode_cost.sum()) / (1 + gain)) / float(prefill.sum())
+
+
 def simulate_experiment(
     rng: np.random.Generator, shape: Shape, *, gain: float, blocks: int, disturbance: str = "normal",
     gains: Sequence[float] | None = None, level_gains: Sequence[Sequence[float]] | None = None,
+    throughput_loss: float = 0.0,
 ) -> Experiment:  # fmt: skip
     """One experiment with every arm in every block; the candidates gain `gain` (or `gains`, one per
-    candidate, or `level_gains`, one per candidate and level: a speedup that depends on concurrency)."""
+    candidate, or `level_gains`, one per candidate and level: a speedup that depends on concurrency).
+    With `throughput_loss` the candidates' requests also wait before their first token (a queue, as
+    an arm with fewer KV-cache tokens builds): their TPOT gains `gain`, while their E2E and output
+    throughput end `throughput_loss` worse than the baseline's."""
     forget()
     arms, levels = shape.arms, np.array(shape.levels, float)
     size = (blocks, arms, len(levels))
@@ -164,6 +176,11 @@ def simulate_experiment(
     decode = decode_cost * factor * np.exp(effect)[None, :, :, None]
     decode = decode * rng.lognormal(0.0, REQUEST_SD, (*size, PROMPTS))
     ttft = prefill * (1 + 0.3 * np.log2(levels))[None, None, :, None] * factor
+    if throughput_loss:
+        for i, level in enumerate(levels):
+            level_prefill = prefill * (1 + 0.3 * math.log2(level))
+            level_decode = decode_cost[0, 0, i]
+            ttft[:, 2:, i] *= _queue_factor(level_prefill, level_decode, gain, throughput_loss)
     ttft = ttft * rng.lognormal(0.0, TTFT_SD, (*size, PROMPTS))
     ok = rng.random((*size, PROMPTS)) >= FAILURE_RATE
     runs: dict[int, list[inference.RunData]] = {}
