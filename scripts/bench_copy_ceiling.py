@@ -22,8 +22,8 @@ def main(argv: list[str] | None = None) -> None:
 
     database = settings.DATABASES["default"]
     params: copy_ceiling.Params = {
-        "host": database["HOST"], "port": str(database["PORT"]), "user": database["USER"],
-        "password": database["PASSWORD"],
+        "host": str(database["HOST"]), "port": str(database["PORT"]), "user": str(database["USER"]),
+        "password": str(database["PASSWORD"]),
     }  # fmt: skip
     copy_ceiling.report(params, rows=args.rows, batch=args.batch)
 
