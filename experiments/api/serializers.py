@@ -1,17 +1,18 @@
-"""The API's shapes for the OpenAPI schema. The spec's fields are derived from the
-experiment form's, so the schema documents exactly what the form accepts; the answers are
-built in payloads.py and described here."""
+"""The API's shapes: the OpenAPI schema is generated from them, and the answers are their
+output (payloads.py gives them what to read). The spec's fields are derived from the
+experiment form's, so the schema documents exactly what the form accepts; the download rows'
+from the export columns, so they are the downloads'. A field whose name is not the
+attribute it reads says so with `source`."""
 
 from collections.abc import Callable
 from functools import partial
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from django import forms
 from django.db import models
 from django.utils.choices import CallableChoiceIterator
 from rest_framework import serializers
 
-from experiments.api.payloads import PROGRESS_COUNTS
 from experiments.api.submission import ARMS_KEY
 from experiments.definition.forms import ArmForm, ExperimentForm
 from experiments.measurement.deploy import batch_schedule
@@ -19,7 +20,15 @@ from experiments.measurement.engine import stream_fidelity
 from experiments.models import Experiment, RequestRecord, Run, RunSummary
 from experiments.results.exports import REQUEST_EXPORT_FIELDS, SUMMARY_EXPORT_FIELDS
 
+# DRF's classes take type arguments in its stubs only.
+if TYPE_CHECKING:
+    Serializer = serializers.Serializer[Any]
+    Field = serializers.Field[Any, Any, Any, Any]
+else:
+    Serializer, Field = serializers.Serializer, serializers.Field
+
 SYNTHETIC_RUN_HELP = "Set on the runs of a synthetic acceptance sweep, which do not measure the arm."
+PROGRESS_COUNTS = ("total", "queued", "running", "succeeded", "failed", "cancelled", "done")
 
 
 class _SpecFieldOptions(TypedDict):
@@ -32,7 +41,7 @@ def _number_bounds(field: forms.Field) -> dict[str, Any]:
     return {name: value for name, value in bounds.items() if value is not None}
 
 
-def _spec_field(name: str, field: forms.Field) -> serializers.Field:
+def _spec_field(name: str, field: forms.Field) -> Field:
     """The serializer field documenting one form field; optional, since an omitted field takes
     the form's initial value."""
     common: _SpecFieldOptions = {"required": False, "help_text": str(field.help_text or field.label or name)}
@@ -61,11 +70,16 @@ def _spec_field(name: str, field: forms.Field) -> serializers.Field:
     return serializers.CharField(allow_blank=not field.required, allow_null=True, **common)
 
 
-def _serializer_from_form(
-    name: str, form_class: type[forms.Form], extra: dict[str, serializers.Field]
-) -> type[serializers.Serializer]:
+# A spec as it was given: the fields it holds and no others (an omitted field takes the form's
+# initial value, so an experiment's spec leaves out what its arm's method does not take).
+class _Spec(Serializer):
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        return {name: value for name, value in super().to_representation(instance).items() if name in instance}
+
+
+def _serializer_from_form(name: str, form_class: type[forms.Form], extra: dict[str, Field]) -> type[Serializer]:
     fields = {field_name: _spec_field(field_name, field) for field_name, field in form_class.base_fields.items()}
-    return type(name, (serializers.Serializer,), fields | extra)
+    return type(name, (_Spec,), fields | extra)
 
 
 ArmSpecSerializer = _serializer_from_form("ArmSpec", ArmForm, {})
@@ -76,7 +90,7 @@ ExperimentSpecSerializer = _serializer_from_form(
 )
 
 
-class SpecErrorsSerializer(serializers.Serializer):
+class SpecErrorsSerializer(Serializer):
     # The serializer metaclass pops declared fields off the class, so this shadows no attribute.
     errors = serializers.DictField(  # type: ignore[assignment]
         help_text="The form's messages by field; `arms` holds one object per arm."
@@ -84,11 +98,11 @@ class SpecErrorsSerializer(serializers.Serializer):
     messages = serializers.ListField(child=serializers.CharField(), help_text="One line per refusal.")
 
 
-class DetailSerializer(serializers.Serializer):
+class DetailSerializer(Serializer):
     detail = serializers.CharField()
 
 
-class ArmSerializer(serializers.Serializer):
+class ArmSerializer(Serializer):
     id = serializers.IntegerField()
     position = serializers.IntegerField()
     # The serializer metaclass pops declared fields off the class, so this shadows no attribute.
@@ -107,7 +121,7 @@ class ArmSerializer(serializers.Serializer):
     )
 
 
-class EngineDecisionSerializer(serializers.Serializer):
+class EngineDecisionSerializer(Serializer):
     model_runner = serializers.CharField(help_text="V1 or V2; empty where vLLM's log did not say.")
     async_scheduling = serializers.BooleanField(
         allow_null=True, help_text="Null where vLLM's log did not say (vLLM 0.32 logs only turning it off)."
@@ -121,29 +135,38 @@ class EngineDecisionSerializer(serializers.Serializer):
     )
 
 
-class ArmEngineSerializer(serializers.Serializer):
+# Reads a results.selectors.ArmProtocol.
+class ArmEngineSerializer(Serializer):
     decisions = EngineDecisionSerializer(
-        many=True, help_text="What vLLM decided for the arm's servers, each distinct decision once; [] before any run."
-    )
+        many=True, source="engine_decisions",
+        help_text="What vLLM decided for the arm's servers, each distinct decision once; [] before any run.",
+    )  # fmt: skip
     flags = serializers.ListField(
-        child=serializers.CharField(), help_text="Where the arm's servers decided otherwise than the baseline's."
-    )
+        child=serializers.CharField(), source="engine_flags",
+        help_text="Where the arm's servers decided otherwise than the baseline's.",
+    )  # fmt: skip
 
 
+# An arm as ArmSerializer gives it, with what vLLM decided for its servers: reads a
+# results.selectors.ArmProtocol (the arm's own fields from its arm).
 class ExperimentArmSerializer(ArmSerializer):
     engine = ArmEngineSerializer()
 
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        return {**ArmSerializer(instance.arm).data, "engine": ArmEngineSerializer(instance).data}
 
-class ExperimentSerializer(serializers.Serializer):
-    id = serializers.IntegerField()
-    name = serializers.CharField()
-    owner = serializers.CharField()
-    status = serializers.ChoiceField(choices=Experiment.Status.choices)
-    created_at = serializers.DateTimeField()
-    started_at = serializers.DateTimeField(allow_null=True)
-    finished_at = serializers.DateTimeField(allow_null=True)
-    vllm_versions = serializers.ListField(child=serializers.CharField())
-    hardware = serializers.ListField(child=serializers.CharField())
+
+# Reads the experiment (`experiment`) and what payloads.experiment_payload read beside it.
+class ExperimentSerializer(Serializer):
+    id = serializers.IntegerField(source="experiment.pk")
+    name = serializers.CharField(source="experiment.name")
+    owner = serializers.CharField(source="experiment.owner.get_username")
+    status = serializers.ChoiceField(choices=Experiment.Status.choices, source="experiment.status")
+    created_at = serializers.DateTimeField(source="experiment.created_at")
+    started_at = serializers.DateTimeField(allow_null=True, source="experiment.started_at")
+    finished_at = serializers.DateTimeField(allow_null=True, source="experiment.finished_at")
+    vllm_versions = serializers.ListField(child=serializers.CharField(), source="experiment.vllm_versions")
+    hardware = serializers.ListField(child=serializers.CharField(), source="experiment.hardware")
     spec = ExperimentSpecSerializer(help_text="The protocol, as a spec that could be submitted again.")
     arms = ExperimentArmSerializer(many=True)
     warnings = serializers.ListField(child=serializers.CharField())
@@ -155,10 +178,10 @@ class ExperimentSerializer(serializers.Serializer):
     links = serializers.DictField(child=serializers.CharField())
 
 
-class RunProgressSerializer(serializers.Serializer):
+class RunProgressSerializer(Serializer):
     id = serializers.IntegerField()
     arm_id = serializers.IntegerField()
-    arm = serializers.CharField()
+    arm = serializers.CharField(source="arm.label")
     concurrency = serializers.IntegerField()
     repetition = serializers.IntegerField(help_text="The block, 1-based.")
     block_position = serializers.IntegerField()
@@ -170,9 +193,9 @@ class RunProgressSerializer(serializers.Serializer):
 
 
 def _numbers(
-    name: str, names: tuple[str, ...], field: Callable[[], serializers.Field], extra: dict[str, serializers.Field]
-) -> type[serializers.Serializer]:
-    return type(name, (serializers.Serializer,), {n: field() for n in names} | extra)
+    name: str, names: tuple[str, ...], field: Callable[[], Field], extra: dict[str, Field]
+) -> type[Serializer]:
+    return type(name, (Serializer,), {n: field() for n in names} | extra)
 
 
 ProgressSerializer = _numbers(
@@ -184,11 +207,14 @@ ProgressSerializer = _numbers(
 SpreadSerializer = _numbers("Spread", ("mean", "min", "max"), partial(serializers.FloatField, allow_null=True), {})
 
 
-class SummaryCellSerializer(serializers.Serializer):
-    arm_id = serializers.IntegerField()
+# Reads a results.block.Cell.
+class SummaryCellSerializer(Serializer):
+    arm_id = serializers.IntegerField(source="arm.id")
     level = serializers.IntegerField()
     runs = serializers.IntegerField(help_text="Succeeded runs (blocks) the spread is over.")
-    metrics = serializers.DictField(child=SpreadSerializer(), help_text="Run-summary column: mean, min, max.")
+    metrics = serializers.DictField(
+        child=SpreadSerializer(), source="spread", help_text="Run-summary column: mean, min, max."
+    )
     drafts = serializers.IntegerField(allow_null=True)
     accepted = serializers.IntegerField(allow_null=True)
     acceptance_length = serializers.FloatField(allow_null=True, help_text="τ = 1 + accepted / drafts.")
@@ -196,15 +222,16 @@ class SummaryCellSerializer(serializers.Serializer):
     low_concurrency = serializers.BooleanField()
 
 
-class SpeedupSerializer(serializers.Serializer):
+# Reads a SpeedupEstimate.
+class SpeedupSerializer(Serializer):
     arm_id = serializers.IntegerField()
-    level = serializers.IntegerField()
+    level = serializers.IntegerField(source="concurrency")
     metric = serializers.CharField()
     point = serializers.FloatField(allow_null=True, help_text="Above 1 the arm is better.")
     ci_low = serializers.FloatField(allow_null=True)
     ci_high = serializers.FloatField(allow_null=True)
     outcome = serializers.CharField(help_text="faster, slower, equivalent, inconclusive, or why there is no call.")
-    n_blocks = serializers.IntegerField()
+    n_blocks = serializers.IntegerField(source="n_repetitions")
     n_pairs = serializers.IntegerField()
     block_ratios = serializers.ListField(child=serializers.FloatField())
     note = serializers.CharField()
@@ -221,7 +248,7 @@ class SpeedupSerializer(serializers.Serializer):
     equivalence_high = serializers.FloatField(allow_null=True)
 
 
-class QuestionCellSerializer(serializers.Serializer):
+class QuestionCellSerializer(Serializer):
     arm_id = serializers.IntegerField()
     arm = serializers.CharField()
     level = serializers.IntegerField()
@@ -236,7 +263,7 @@ class QuestionCellSerializer(serializers.Serializer):
     why = serializers.CharField()
 
 
-class SearchLevelSerializer(serializers.Serializer):
+class SearchLevelSerializer(Serializer):
     level = serializers.IntegerField()
     entered = serializers.IntegerField(help_text="The block the search first ran this level in.")
     outcome = serializers.CharField()
@@ -244,7 +271,7 @@ class SearchLevelSerializer(serializers.Serializer):
     blocks = serializers.IntegerField()
 
 
-class SearchConfirmationSerializer(serializers.Serializer):
+class SearchConfirmationSerializer(Serializer):
     arm_id = serializers.IntegerField()
     arm = serializers.CharField()
     config = serializers.CharField(help_text="The --speculative-config it ran: the derived batch-size schedule of k.")
@@ -252,7 +279,7 @@ class SearchConfirmationSerializer(serializers.Serializer):
     verdict = serializers.CharField(help_text="confirmed, refuted or not settled.")
 
 
-class SearchArmSerializer(serializers.Serializer):
+class SearchArmSerializer(Serializer):
     arm_id = serializers.IntegerField()
     arm = serializers.CharField()
     state = serializers.CharField(
@@ -272,7 +299,7 @@ class SearchArmSerializer(serializers.Serializer):
     unconfirmed_because = serializers.CharField(required=False, help_text="Why no confirmation arm ran it.")
 
 
-class SearchDeviceSerializer(serializers.Serializer):
+class SearchDeviceSerializer(Serializer):
     minutes = serializers.FloatField()
     start_minutes = serializers.FloatField()
     load_minutes = serializers.FloatField()
@@ -287,7 +314,7 @@ class SearchDeviceSerializer(serializers.Serializer):
     mean_run_s = serializers.FloatField()
 
 
-class SearchSerializer(serializers.Serializer):
+class SearchSerializer(Serializer):
     low = serializers.IntegerField()
     high = serializers.IntegerField()
     resolution = serializers.FloatField()
@@ -297,7 +324,7 @@ class SearchSerializer(serializers.Serializer):
     device = SearchDeviceSerializer(allow_null=True)
 
 
-class QuestionSerializer(serializers.Serializer):
+class QuestionSerializer(Serializer):
     metric = serializers.CharField()
     metric_label = serializers.CharField()
     levels = serializers.ListField(child=serializers.IntegerField())
@@ -340,7 +367,7 @@ BreakEvenSerializer = _numbers(
 )
 
 
-class VerdictSerializer(serializers.Serializer):
+class VerdictSerializer(Serializer):
     arm_id = serializers.IntegerField()
     arm = serializers.CharField()
     replicate = serializers.BooleanField()
@@ -349,8 +376,9 @@ class VerdictSerializer(serializers.Serializer):
     break_even = BreakEvenSerializer()
 
 
-class AcceptanceSerializer(serializers.Serializer):
-    arm_id = serializers.IntegerField()
+# Reads a results.block.PositionAcceptance.
+class AcceptanceSerializer(Serializer):
+    arm_id = serializers.IntegerField(source="arm.id")
     drafts = serializers.IntegerField()
     accepted = serializers.ListField(child=serializers.IntegerField())
     unconditional = serializers.ListField(child=serializers.FloatField(allow_null=True))
@@ -373,7 +401,7 @@ CapacityCellSerializer = _numbers(
 )
 
 
-class CapacitySerializer(serializers.Serializer):
+class CapacitySerializer(Serializer):
     arm_id = serializers.IntegerField()
     level = serializers.IntegerField()
     arm = CapacityCellSerializer()
@@ -382,7 +410,7 @@ class CapacitySerializer(serializers.Serializer):
     queued_alone = serializers.BooleanField(help_text="Requests waited in the arm's server here, never the baseline's.")
 
 
-class ProfileSerializer(serializers.Serializer):
+class ProfileSerializer(Serializer):
     arm = serializers.IntegerField(help_text="The arm's id.")
     level = serializers.IntegerField()
     shares = serializers.DictField(
@@ -401,7 +429,7 @@ class ProfileSerializer(serializers.Serializer):
     error = serializers.CharField(allow_blank=True, help_text="Why the interval gave no shares, if it did not.")
 
 
-class SweepLevelSerializer(serializers.Serializer):
+class SweepLevelSerializer(Serializer):
     level = serializers.IntegerField()
     points = serializers.ListField(
         child=serializers.DictField(child=serializers.FloatField()),
@@ -410,7 +438,7 @@ class SweepLevelSerializer(serializers.Serializer):
     break_even = serializers.FloatField(allow_null=True, help_text="The length where the speedup crosses 1.")
 
 
-class SweepSerializer(serializers.Serializer):
+class SweepSerializer(Serializer):
     arm = serializers.IntegerField(help_text="The arm's id.")
     # The serializer metaclass pops declared fields off the class, so this shadows no attribute.
     label = serializers.CharField()  # type: ignore[assignment]
@@ -423,7 +451,7 @@ class SweepSerializer(serializers.Serializer):
 STALL, SHARE = f"{stream_fidelity.STALL_STEPS:g}", f"{stream_fidelity.DISTORTED_RUN_SHARE:.0%}"
 
 
-class StreamRunSerializer(serializers.Serializer):
+class StreamRunSerializer(Serializer):
     arm_id = serializers.IntegerField()
     level = serializers.IntegerField()
     block = serializers.IntegerField()
@@ -446,11 +474,14 @@ class StreamRunSerializer(serializers.Serializer):
     )
 
 
-class ResultsSerializer(serializers.Serializer):
-    experiment_id = serializers.IntegerField()
-    status = serializers.ChoiceField(choices=Experiment.Status.choices)
+# Reads the experiment (`experiment`) and what payloads.results_payload read beside it.
+class ResultsSerializer(Serializer):
+    experiment_id = serializers.IntegerField(source="experiment.pk")
+    status = serializers.ChoiceField(choices=Experiment.Status.choices, source="experiment.status")
     analysed = serializers.BooleanField(help_text="False until the experiment has finished and been analysed.")
-    margin = serializers.FloatField(help_text="The equivalence margin as a fraction.")
+    margin = serializers.FloatField(
+        source="experiment.equivalence_margin", help_text="The equivalence margin as a fraction."
+    )
     levels = serializers.ListField(child=serializers.IntegerField())
     arms = ArmSerializer(many=True)
     summaries = SummaryCellSerializer(many=True)
@@ -477,8 +508,8 @@ class ResultsSerializer(serializers.Serializer):
 
 
 def _row_serializer(
-    name: str, model: type[models.Model], columns: tuple[str, ...], extra: dict[str, serializers.Field]
-) -> type[serializers.Serializer]:
+    name: str, model: type[models.Model], columns: tuple[str, ...], extra: dict[str, Field]
+) -> type[Serializer]:
     """A download row: the run columns, then the table's own (a model serializer's mapping)."""
     mapped = type(
         f"{name}Fields", (serializers.ModelSerializer,), {"Meta": type("Meta", (), {"model": model, "fields": columns})}
@@ -489,7 +520,7 @@ def _row_serializer(
         "concurrency": serializers.IntegerField(), "repetition": serializers.IntegerField(),
         "synthetic_acceptance_length": serializers.FloatField(allow_null=True, help_text=SYNTHETIC_RUN_HELP),
     }  # fmt: skip
-    return type(name, (serializers.Serializer,), run | fields | extra)
+    return type(name, (Serializer,), run | fields | extra)
 
 
 RequestRowSerializer = _row_serializer(
