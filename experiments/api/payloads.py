@@ -11,7 +11,6 @@ answers cannot drift apart. This module only says where each part comes from.
 from collections.abc import Iterable
 from typing import Any
 
-from django.db.models import Model
 from django.urls import reverse
 
 from experiments.analysis import acceptance_sweep
@@ -93,7 +92,7 @@ def results_payload(experiment: Experiment) -> Payload:
     return dict(serializers.ResultsSerializer(read).data)
 
 
-def export_page(export: exports.Export, rows: Iterable[Model | tuple[object, ...]]) -> list[dict[str, object]]:
-    """A page of download rows as the JSON download writes them: the columns the row
-    serializers are made of (serializers.RequestRowSerializer, SummaryRowSerializer)."""
-    return [exports.row_dict(export.columns, row) for row in rows]
+def export_page(export: exports.Export, rows: Iterable[Any] | None) -> list[dict[str, object]]:
+    """A page of download rows (none for no page) as the JSON download writes them: the
+    columns the row serializers are made of (serializers.RequestRowSerializer, SummaryRowSerializer)."""
+    return [exports.row_dict(export.columns, row) for row in rows or ()]
