@@ -9,10 +9,10 @@ from django.utils import timezone
 from experiments.analysis import continuation, primary
 from experiments.analysis.loader import load_runs
 from experiments.analysis.services import experiment_analyse
+from experiments.decisions import services as decisions
 from experiments.execution import blocks
 from experiments.execution.services import EXPERIMENT_TRANSITIONS, check_transition, experiment_record_environment
 from experiments.models import Experiment, IllegalTransition, Run
-from experiments.review import services as review
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ def experiment_finish(*, experiment: Experiment) -> Experiment.Status:
     experiment_record_environment(experiment=experiment)
     if new == Experiment.Status.FINISHED:
         _run_or_log(experiment_analyse, experiment)
-        _run_or_log(review.decisions_flag_contradicted, experiment)
+        _run_or_log(decisions.decisions_flag_contradicted, experiment)
     return new
 
 

@@ -185,9 +185,9 @@ def test_the_json_reader_counts_depth_outside_strings_only():
 
 
 def _decision(author):
+    from experiments.decisions import services as decisions
+    from experiments.decisions.services import DecisionSpec
     from experiments.models import Decision
-    from experiments.review import services as decisions
-    from experiments.review.services import DecisionSpec
     from tests.factories import seed_finished_experiment
 
     evidence = seed_finished_experiment(name="evidence")

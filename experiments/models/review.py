@@ -136,7 +136,7 @@ class DecisionEvidence(models.Model):
 
 
 class DecisionEvent(models.Model):
-    """One change of a decision: who, when, what. Written by experiments/review/services.py only."""
+    """One change of a decision: who, when, what. Written by experiments/decisions/services.py only."""
 
     class Action(models.TextChoices):
         PROPOSED = "proposed", "proposed"

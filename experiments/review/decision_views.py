@@ -1,6 +1,6 @@
 """The decision pages: every service's current decision, one decision with its evidence and
 history, proposing, editing, and the second user's approval. Check access → validate →
-call experiments/review/services.py → redirect; nothing changes on a refused request. A user
+call experiments/decisions/services.py → redirect; nothing changes on a refused request. A user
 sees, cites and acts on their teams' decisions and experiments only: another team's
 decision is a 404, another team's experiment is not offered."""
 
@@ -14,9 +14,9 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from experiments import submissions
+from experiments.decisions import services as decisions
 from experiments.models import Decision, Experiment, IllegalTransition
 from experiments.review import guardrails, selectors
-from experiments.review import services as decisions
 from experiments.review.filters import IdListField
 from experiments.review.forms import DecisionActionForm, DecisionForm
 

@@ -6,10 +6,10 @@ import dataclasses
 from django import forms
 
 from experiments.analysis.verdict_grid import SPEEDUP_METRICS
+from experiments.decisions.services import DecisionSpec
 from experiments.definition.forms import reject_controls_multiline
 from experiments.definition.speculative_configs import config_problem
 from experiments.models import Arm, Decision, Experiment, SpeedupEstimate
-from experiments.review.services import DecisionSpec
 from experiments.rules import commands
 
 
@@ -96,7 +96,7 @@ class DecisionForm(forms.Form):
         if unfinished:
             raise forms.ValidationError(f"Cite finished experiments only: {', '.join(unfinished)} has no verdicts.")
         if len({e.team_id for e in cited}) > 1:
-            # The decision belongs to its evidence's team (experiments/review/services.py).
+            # The decision belongs to its evidence's team (experiments/decisions/services.py).
             raise forms.ValidationError("Cite experiments of one team: a decision belongs to its evidence's team.")
         return cited
 

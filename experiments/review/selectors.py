@@ -55,7 +55,7 @@ def decision_with_record(*, pk: int, user) -> Decision:
 
 
 def _of_my_teams(user) -> QuerySet[Decision]:
-    """Decisions of the teams `user` is in: the ones they may review (experiments.review.services
+    """Decisions of the teams `user` is in: the ones they may review (experiments.decisions.services
     lets only members approve, reject or dismiss a flag). A superuser sees every team's
     decisions but is asked to act on their own teams' only."""
     return Decision.objects.filter(team__in=teams.teams_of(user).values("pk"))

@@ -10,9 +10,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from experiments import lifecycle
+from experiments.decisions import services as decisions
+from experiments.decisions.services import DecisionSpec, contradiction
 from experiments.models import Decision, DecisionEvent, Experiment, IllegalTransition, SpeedupEstimate
-from experiments.review import services as decisions
-from experiments.review.services import DecisionSpec, contradiction
 from tests.factories import UserFactory, seed_finished_experiment
 
 pytestmark = pytest.mark.django_db

@@ -9,12 +9,12 @@ from django.test import Client
 from django.urls import reverse
 
 from experiments.analysis.breakdowns import categories_by_prompt
+from experiments.decisions import services as decisions
+from experiments.decisions.services import DecisionSpec
 from experiments.measurement.deploy import alert_rules
 from experiments.models import Decision, RunSummary
 from experiments.prompt_sets.services import prompt_set_upload
 from experiments.prompts.uploads import prompt_file_read
-from experiments.review import services as decisions
-from experiments.review.services import DecisionSpec
 from tests.factories import seed_finished_experiment
 from tests.teams.helpers import client_of, member
 

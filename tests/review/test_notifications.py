@@ -8,10 +8,10 @@ from django.contrib.auth.models import Group
 from django.urls import reverse
 from django.utils import timezone
 
+from experiments.decisions import services as decisions
+from experiments.decisions.services import DecisionSpec
 from experiments.models import Decision, Experiment, HistoryVisit
 from experiments.review import notifications
-from experiments.review import services as decisions
-from experiments.review.services import DecisionSpec
 from tests.factories import ExperimentFactory, UserFactory, seed_finished_experiment
 
 pytestmark = pytest.mark.django_db
@@ -97,7 +97,7 @@ def test_proposals_by_others_wait_for_me_and_flagged_decisions_show(logged_in_cl
 
 def test_a_superuser_is_asked_to_review_their_own_teams_decisions_only(client):
     """A superuser sees every team's decisions, but only members may approve or dismiss a
-    flag (experiments.review.services), so another team's proposals and flags are not theirs to act on."""
+    flag (experiments.decisions.services), so another team's proposals and flags are not theirs to act on."""
     red = Group.objects.create(name="red")
     alice, bob = UserFactory(username="alice"), UserFactory(username="bob")
     for member in (alice, bob):

@@ -6,9 +6,9 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from experiments.decisions import services as decisions
+from experiments.decisions.services import DecisionSpec
 from experiments.models import Comment, Decision, Experiment
-from experiments.review import services as decisions
-from experiments.review.services import DecisionSpec
 from tests.factories import PASSWORD, ExperimentFactory, UserFactory, seed_finished_experiment
 
 pytestmark = pytest.mark.django_db

@@ -157,8 +157,8 @@ def test_an_imported_config_refuses_such_a_path(logged_in_client, settings, tail
 def test_a_deploy_decision_shows_its_config_as_one_shell_word(alice, red):
     """An arm stored before the rule, its model path holding quotes and a command: the decision
     page's --speculative-config splits back into the flag and the exact JSON."""
-    from experiments.review import services as decisions
-    from experiments.review.services import DecisionSpec
+    from experiments.decisions import services as decisions
+    from experiments.decisions.services import DecisionSpec
 
     evidence = seed_finished_experiment(owner=alice, team=red, name="evidence")
     arm = evidence.arms.get(label="n-gram k=4")

@@ -15,11 +15,11 @@ from hypothesis import HealthCheck, example, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
+from experiments.decisions import services as decisions
+from experiments.decisions.services import DecisionSpec
 from experiments.definition.forms import clean_model_path
 from experiments.definition.speculative_configs import config_problem
 from experiments.models import Decision, EnvironmentSnapshot
-from experiments.review import services as decisions
-from experiments.review.services import DecisionSpec
 from experiments.rules import commands
 from experiments.rules.model_paths import model_path_refusal
 from tests.factories import seed_finished_experiment

@@ -5,11 +5,11 @@ import json
 from django.contrib.auth.models import Group
 from django.test import Client
 
+from experiments.decisions import services as decisions
+from experiments.decisions.services import DecisionSpec
 from experiments.models import Decision, UploadedPromptSet
 from experiments.prompt_sets.services import prompt_set_upload
 from experiments.prompts.uploads import prompt_file_read
-from experiments.review import services as decisions
-from experiments.review.services import DecisionSpec
 from tests.factories import UserFactory
 
 

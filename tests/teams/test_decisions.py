@@ -6,9 +6,9 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from experiments.decisions import services as decisions
+from experiments.decisions.services import DecisionSpec
 from experiments.models import Decision, Experiment, SpeedupEstimate
-from experiments.review import services as decisions
-from experiments.review.services import DecisionSpec
 from tests.factories import seed_finished_experiment
 from tests.teams.helpers import client_of, member, proposal
 
