@@ -63,6 +63,25 @@ class CapacityRow:
         """Requests waited in the arm's server at this level and never in the baseline's."""
         return bool(self.arm.waiting_max) and self.baseline.waiting_max == 0
 
+    @property
+    def differs(self) -> bool:
+        """One side queued or preempted at this level and the other, measured, did not: the
+        arms did not run the same batches, so a per-token speedup need not carry to capacity."""
+        if not (self.arm.recorded and self.baseline.recorded):
+            return False
+        reverse_preempted = bool(self.baseline.preemptions) and self.arm.preemptions == 0
+        reverse_queued = bool(self.baseline.waiting_max) and self.arm.waiting_max == 0
+        return self.preempted_alone or self.queued_alone or reverse_preempted or reverse_queued
+
+
+def capacity_differs(*, experiment: Experiment, baseline_id: int, arm_ids: list[int]) -> frozenset[tuple[int, int]]:
+    """The (arm, level) cells where the arm and the baseline differ in queueing or preemption:
+    there the joint word needs the capacity guard (experiments/measurement/stats/objective.py)."""
+    cells = capacity_cells(experiment=experiment)
+    levels = sorted({level for _, level in cells})
+    rows = capacity_rows(cells, baseline_id=baseline_id, arm_ids=arm_ids, levels=levels)
+    return frozenset((row.arm_id, row.level) for row in rows if row.differs)
+
 
 def capacity_cells(*, experiment: Experiment) -> dict[tuple[int, int], CapacityCell]:
     """(arm id, level) -> the level's runs pooled: highest peak, mean of the means, highest

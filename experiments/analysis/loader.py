@@ -18,7 +18,19 @@ REQUEST_COLUMNS = {
     Metric.E2E: "e2e_ms",
     Metric.TTFT: "ttft_ms",
 }
-RUN_COLUMNS = {Metric.OUTPUT_THROUGHPUT: "output_throughput", Metric.REQUEST_THROUGHPUT: "request_throughput"}
+RUN_COLUMNS = {
+    Metric.OUTPUT_THROUGHPUT: "output_throughput",
+    Metric.REQUEST_THROUGHPUT: "request_throughput",
+    Metric.GOODPUT: "goodput",
+}
+# Metrics whose block ratio is computed from the columns above (inference.TAIL_METRICS).
+DERIVED_METRICS = (Metric.E2E_P95,)
+
+
+def analysed_metrics(experiment: Experiment) -> list[str]:
+    """The metrics every cell of the experiment is compared on: goodput only with an SLO set."""
+    metrics = [*REQUEST_COLUMNS, *DERIVED_METRICS, *RUN_COLUMNS]
+    return [str(m) for m in metrics if m != Metric.GOODPUT or experiment.has_slos]
 
 
 def _request_rows(experiment: Experiment, *, with_outputs: bool):

@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 
 from django.db.models import Min
 
-from experiments.analysis import continuation, search
+from experiments.analysis import capacity, continuation, joint, search
 from experiments.measurement.stats import inference, intervals, question, sequential, verdicts
 from experiments.models import Experiment, SpeedupEstimate
 
@@ -23,11 +23,13 @@ class PrimaryCells:
     asked: question.Question
     entered: dict[question.CellKey, int]
     confirmations: list[int]
+    capacity_differs: frozenset[question.CellKey] = frozenset()
 
     def decide(self, *, final: bool) -> question.QuestionDecisions:
         return question.question_decisions(
             self.runs, self.cells, baseline=self.baseline, candidates=self.candidates, replicate=self.replicate,
             question=self.asked, final=final, entered=self.entered, confirmations=self.confirmations,
+            capacity_differs=self.capacity_differs,
         )  # fmt: skip
 
 
@@ -55,7 +57,10 @@ def primary_cells(experiment: Experiment, runs: Sequence[inference.RunData]) -> 
         metrics=[asked.metric],
         fixed_arrival_rate=bool(experiment.request_rate),
     )
-    return PrimaryCells(runs, cells, baseline, candidates, replicate, asked, cells_entered(experiment), confirmations)
+    differs = capacity.capacity_differs(experiment=experiment, baseline_id=baseline, arm_ids=candidates)
+    return PrimaryCells(
+        runs, cells, baseline, candidates, replicate, asked, cells_entered(experiment), confirmations, differs
+    )
 
 
 def primary_decisions(
@@ -142,9 +147,11 @@ def question_summary(
     device-minutes it took, why it stopped, and per primary cell its word and why."""
     asked = experiment.question
     stop = step.stop_sentence(experiment)
+    words = decided.joint_by_key()
+    metric_label = SpeedupEstimate.Metric(asked.metric).label
     return {
         "metric": asked.metric,
-        "metric_label": SpeedupEstimate.Metric(asked.metric).label,
+        "metric_label": metric_label,
         "levels": list(asked.levels),
         "sequential": asked.design.sequential,
         "max_blocks": asked.design.max_blocks,
@@ -154,13 +161,18 @@ def question_summary(
         "budget": experiment.max_device_minutes,
         "stop": step.stop,
         "stop_sentence": stop,
-        "cells": [_cell_json(d, asked.design, stop, labels) for d in decided.candidates],
+        "objective": joint.objective_json(experiment),
+        "cells": [
+            _cell_json(d, asked.design, stop, labels)
+            | ({"joint": joint.joint_json(words[d.key], metric_label)} if d.key in words else {})
+            for d in decided.candidates
+        ],
         "replicate_cells": [_cell_json(d, asked.design, stop, labels) for d in decided.replicate],
         "confirmation_cells": [_cell_json(d, asked.design, stop, labels) for d in decided.confirmation],
         "search": search.search_summary(experiment, decided, step, labels, cells_entered(experiment)),
         "open": [
             _to_settle(d, experiment, step, labels)
             for d in (*decided.candidates, *decided.confirmation)
-            if d.outcome in UNSETTLED
+            if (words[d.key].word if d.key in words else d.outcome) in UNSETTLED
         ],
     }

@@ -10,7 +10,7 @@ docs/metrics.md and on the page.
 from django.db import transaction
 
 from experiments.analysis import breakdowns, continuation, page_warnings, primary, search, series
-from experiments.analysis.loader import REQUEST_COLUMNS, RUN_COLUMNS, load_runs
+from experiments.analysis.loader import analysed_metrics, load_runs
 from experiments.analysis.variance import variance_components
 from experiments.measurement.stats import break_even, inference, intervals, question, verdicts
 from experiments.models import Arm, Experiment, ExperimentAnalysis, SpeedupEstimate
@@ -138,7 +138,7 @@ def experiment_analyse(*, experiment: Experiment) -> ExperimentAnalysis:
         arms=[arm.id for arm in compared],
         levels=experiment.concurrency_levels,
         margin=experiment.equivalence_margin,
-        metrics=[str(m) for m in (*REQUEST_COLUMNS, *RUN_COLUMNS)],
+        metrics=analysed_metrics(experiment),
         fixed_arrival_rate=bool(experiment.request_rate),
     )
     primary_cells = primary.primary_cells(experiment, runs)

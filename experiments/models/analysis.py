@@ -17,9 +17,11 @@ class SpeedupEstimate(models.Model):
         SERVER_TPOT = "server_tpot", "Engine-timed TPOT"
         TPOT = "tpot", "TPOT"
         E2E = "e2e", "End-to-end latency"
+        E2E_P95 = "e2e_p95", "End-to-end latency, p95"
         TTFT = "ttft", "TTFT"
         OUTPUT_THROUGHPUT = "output_throughput", "Output throughput"
         REQUEST_THROUGHPUT = "request_throughput", "Request throughput"
+        GOODPUT = "goodput", "Goodput"
 
     experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="speedups")
     arm = models.ForeignKey(Arm, on_delete=models.CASCADE, related_name="speedups")

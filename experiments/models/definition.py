@@ -16,6 +16,7 @@ from django.db.models import F, Q
 from experiments.measurement.deploy import batch_schedule
 from experiments.measurement.planning.limits import MAX_SPECULATIVE_TOKENS
 from experiments.measurement.planning.planner import MIN_RESOLUTION, SearchRange
+from experiments.measurement.stats.objective import Guard
 from experiments.measurement.stats.question import Question
 from experiments.measurement.stats.sequential import BOUNDARIES, FIRST_LOOK, POCOCK_BOUNDARY, SPENDING_BOUNDARY, Design
 from experiments.rules import server_settings
@@ -171,6 +172,16 @@ class Experiment(models.Model):
         help_text="Add blocks one at a time from the third on, until every primary cell is settled or the "
         "maximum (repetitions) is reached (experiments/measurement/sequential.py). Off: every block runs.",
     )
+    # The service's objective (experiments/measurement/stats/objective.py): a preset's name, "custom",
+    # or "" for the primary metric alone (every experiment from before objectives).
+    objective = models.CharField(
+        max_length=16, blank=True, default="",
+        help_text="The service's objective: interactive, shared, capacity, custom; empty: the primary metric alone.",
+    )  # fmt: skip
+    guards = models.JSONField(
+        default=list, blank=True,
+        help_text='The metrics that must not get worse: [{"metric": "e2e", "margin": 0.05}, …] (margin a fraction).',
+    )  # fmt: skip
     worthwhile_gain = models.FloatField(
         default=0.07,
         help_text="Smallest gain worth deploying, as a fraction: an arm shown to gain less stops as not worth it.",
@@ -353,7 +364,8 @@ class Experiment(models.Model):
         )
         search = self.search_range
         family = search.family_size if search else None
-        return Question(self.primary_metric, tuple(self.question_levels), design, family)
+        guards = tuple(Guard(g["metric"], g["margin"]) for g in self.guards)
+        return Question(self.primary_metric, tuple(self.question_levels), design, family, guards, self.objective)
 
     @property
     def first_blocks(self) -> int:

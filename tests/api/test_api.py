@@ -340,7 +340,7 @@ def test_results_numbers_equal_the_pages(api, logged_in_client, finished):
             point["point"], point["lo"], point["hi"], point["outcome"],
         )  # fmt: skip
     assert {s["metric"] for s in body["speedups"]} == {
-        "server_tpot", "tpot", "e2e", "ttft", "output_throughput", "request_throughput",
+        "server_tpot", "tpot", "e2e", "e2e_p95", "ttft", "output_throughput", "request_throughput",
     }  # fmt: skip
     acceptance = {a["arm_id"]: a for a in body["acceptance_by_position"]}
     for page_arm in chart["acceptance"]:

@@ -54,6 +54,8 @@ UNSURE = "not shown"
 # The metric that stands for capacity: where an arm queued or was preempted and the baseline
 # was not (or the reverse), an arm pays only if its output throughput is shown non-inferior.
 CAPACITY_METRIC = "output_throughput"
+# The guards whose loss is a loss of capacity (the others are of latency).
+CAPACITY_GUARDS = ("output_throughput", "request_throughput", "goodput")
 
 
 @dataclass(frozen=True)
