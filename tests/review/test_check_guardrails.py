@@ -14,7 +14,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from experiments.measurement.deploy import alert_rules
-from tests.measurement.test_alert_rules import AFTER, BEFORE, RULES
+from tests.measurement.deploy.test_alert_rules import AFTER, BEFORE, RULES
 from workers.server.command import free_port
 
 

@@ -110,7 +110,7 @@ def test_a_guard_is_fixed_at_the_first_look_that_settles_it():
     blocks that would not (0.5, 0.5) do not undo it."""
     design = sequential.Design(max_blocks=5, sequential=True, margin=0.02, worthwhile_gain=0.07)
     ratios = {KEY: {"e2e": {1: 1.3, 2: 1.31, 3: 1.29, 4: 0.5, 5: 0.5}}}
-    cells = [sequential.PrimaryCell(KEY, {b: 1.3 for b in range(1, 6)})]
+    cells = [sequential.PrimaryCell(KEY, dict.fromkeys(range(1, 6), 1.3))]
     (joint,) = objective.joint_decisions(cells, [_decision(sequential.FASTER)], [Guard("e2e")], ratios,
                                          design=design, blocks_run=5, final=True)  # fmt: skip
     assert joint.guards[0].blocks == 3

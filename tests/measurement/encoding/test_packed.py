@@ -1,14 +1,11 @@
-"""The stored layout of a request's number lists (experiments/measurement/encoding/packed.py) and the model field
-that reads and writes it."""
+"""The stored layout of a request's number lists (experiments/measurement/encoding/packed.py). No
+database: the model field that reads and writes it is tested in tests/models/test_fields.py."""
 
 import struct
-from array import array
 
 import pytest
 
 from experiments.measurement.encoding.packed import FLOAT64, UINT16, UINT32, pack, unpack, unpack_array, unpack_many
-from experiments.models.fields import PackedArrayField
-from tests.factories import RequestRecordFactory
 
 CASES = [
     (FLOAT64, [0.1 + 0.2, 5e-324, 1.7976931348623157e308, -0.0, 40.0], "<5d"),
@@ -47,22 +44,3 @@ def test_unpack_many_gives_all_values_and_where_each_list_starts():
     assert starts.tolist() == [0, 2, 2]
     values, starts = unpack_many([], FLOAT64)
     assert (len(values), len(starts)) == (0, 0)
-
-
-def test_field_deconstructs_with_its_element_type():
-    _, path, _, kwargs = PackedArrayField(element="uint16", null=True).deconstruct()
-    assert (path, kwargs) == ("experiments.models.fields.PackedArrayField", {"element": "uint16", "null": True})
-
-
-@pytest.mark.django_db
-def test_model_reads_lists_back_as_written():
-    record = RequestRecordFactory(
-        chunk_times_ms=array("d", [12.5, 0.1 + 0.2]),
-        chunk_tokens=[1, 4],
-        spec_accepted_per_step=[],
-        spec_proposed_per_step=None,
-    )
-    record.refresh_from_db()
-    assert record.chunk_times_ms == [12.5, 0.1 + 0.2]
-    assert record.chunk_tokens == [1, 4]
-    assert (record.spec_accepted_per_step, record.spec_proposed_per_step) == ([], None)

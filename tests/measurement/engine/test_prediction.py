@@ -6,7 +6,7 @@ import pytest
 from experiments.measurement.engine import prediction
 from experiments.measurement.engine.prediction import Counters, Interval, SpeculativeArm
 from experiments.measurement.engine.steps import StepRow
-from experiments.measurement.stats import intervals
+from experiments.measurement.stats import acceptance, intervals
 
 DRAFT = SpeculativeArm(id=1, label="draft k=3", method="draft_model", gamma=3, draft_model="/m/draft")
 
@@ -213,3 +213,53 @@ def test_a_prediction_below_the_measured_interval_says_below():
     # c = 1.0: 2.65 / (3 * 1.0 + 1) = 0.6625, below [1.9, 2.1].
     result = _predict(calibration={"/m/draft": {1: _cost_row(1, [1.0, 1.0])}})
     assert "they part, the predicted interval lies below the measured one" in prediction.sentence("d", result)
+
+
+# ---------------------------------------------------------------- Leviathan et al.'s formula
+
+
+def test_expected_tokens_per_step_from_conditional_rates():
+    # Positions 0-2 accepted with 0.75, then 0.8 given 0, then 0.5 given 0 and 1:
+    # 1 + 0.75 + 0.75*0.8 + 0.75*0.8*0.5 = 1 + 0.75 + 0.6 + 0.3 = 2.65.
+    assert prediction.expected_tokens_per_step([0.75, 0.8, 0.5]) == pytest.approx(2.65)
+    # Equal rates give Leviathan's (1 - a^(g+1)) / (1 - a): a 0.5, g 2 -> 1.75.
+    assert prediction.expected_tokens_per_step([0.5, 0.5]) == pytest.approx(1.75)
+    # Nothing drafted or nothing accepted: the bonus token only.
+    assert prediction.expected_tokens_per_step([]) == 1.0
+    assert prediction.expected_tokens_per_step([0.0, 0.9]) == 1.0
+    # Every draft accepted: g + 1.
+    assert prediction.expected_tokens_per_step([1.0, 1.0, 1.0]) == 4.0
+
+
+def test_expected_tokens_per_step_stops_where_a_position_was_never_reached():
+    # per_position_conditional gives None after a position never accepted: nothing beyond it.
+    assert prediction.expected_tokens_per_step([0.5, None, None]) == pytest.approx(1.5)
+    with pytest.raises(ValueError, match=r"^an acceptance rate must be in \[0, 1\], got 1.5$"):
+        prediction.expected_tokens_per_step([1.5])
+
+
+def test_expected_tokens_per_step_equals_tau_from_the_counters():
+    # 10 drafts, accepted at positions 0-2: 8, 6, 3. Conditional 0.8, 0.75, 0.5; the product
+    # chain gives 1 + 0.8 + 0.6 + 0.3 = 2.7 = 1 + (8 + 6 + 3) / 10, vLLM's tau.
+    conditional = acceptance.per_position_conditional([8, 6, 3], 10)
+    assert prediction.expected_tokens_per_step(conditional) == pytest.approx(acceptance.acceptance_length(17, 10))
+
+
+def test_predicted_speedup():
+    # E 2.65 tokens per step, gamma 3, c 0.1: 2.65 / (3 * 0.1 + 1) = 2.0385...
+    assert prediction.predicted_speedup(2.65, 3, 0.1) == pytest.approx(2.65 / 1.3)
+    # Every draft accepted, gamma 3, c 0.5: 4 / 2.5 = 1.6
+    assert prediction.predicted_speedup(4.0, 3, 0.5) == pytest.approx(1.6)
+    # Nothing accepted: only the bonus token, pure overhead: 1 / (4 * 0.25 + 1) = 0.5
+    assert prediction.predicted_speedup(1.0, 4, 0.25) == pytest.approx(0.5)
+
+
+def test_predicted_speedup_edges():
+    # Free drafting (c = 0): the speedup is the tokens per step.
+    assert prediction.predicted_speedup(1.75, 2, 0.0) == pytest.approx(1.75)
+    with pytest.raises(ValueError, match=r"^a step yields at least one token, got 0.5$"):
+        prediction.predicted_speedup(0.5, 2, 0.1)
+    with pytest.raises(ValueError, match=r"^cost ratio c must be >= 0, got -0.1$"):
+        prediction.predicted_speedup(1.5, 2, -0.1)
+    with pytest.raises(ValueError, match=r"^gamma \(draft length\) must be at least 1$"):
+        prediction.predicted_speedup(1.5, 0, 0.1)

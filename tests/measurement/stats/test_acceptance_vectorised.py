@@ -1,4 +1,4 @@
-"""The numpy counts in experiments/measurement/stats.py give exactly the numbers of the plain loops they
+"""The numpy counts in experiments/measurement/stats/acceptance.py give exactly the numbers of the plain loops they
 replaced (kept here as the reference), on random requests and on the edge cases."""
 
 import random

@@ -9,7 +9,7 @@ import pytest
 
 from experiments.measurement.engine import trace_shares as profiles
 
-FIXTURES = Path(__file__).parents[1] / "fixtures"
+FIXTURES = Path(__file__).parents[2] / "fixtures"
 DEVICE_SCOPES = profiles.DEVICE_SCOPES
 
 
