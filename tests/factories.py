@@ -246,6 +246,14 @@ def form_data(arms=(NGRAM_ARM_FORM,), **overrides) -> dict:
     return {name: value for name, value in data.items() if value is not None}
 
 
+def experiment_with_arms(**fields) -> Experiment:
+    """An experiment with its baseline and an n-gram arm, and no run."""
+    experiment = ExperimentFactory(**fields)
+    ArmFactory(experiment=experiment, baseline=True, position=0)
+    ArmFactory(experiment=experiment, position=1, label="n-gram k=4")
+    return experiment
+
+
 # ---------------------------------------------------------------- a finished experiment
 
 SEEDED_BLOCKS = 3
