@@ -34,7 +34,7 @@ class SpeedupEstimate(models.Model):
     n_repetitions = models.PositiveIntegerField(default=0, help_text="Blocks with a ratio.")
     note = models.CharField(max_length=200, blank=True)
     outcome = models.CharField(
-        max_length=32, blank=True, help_text="The verdict word (experiments/measurement/verdicts.py)."
+        max_length=32, blank=True, help_text="The verdict word (experiments/measurement/stats/verdicts.py)."
     )
     block_ratios = ArrayField(models.FloatField(), default=list, help_text="The speedup measured in each block.")
     failed_baseline = models.PositiveIntegerField(default=0)

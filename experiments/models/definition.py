@@ -170,7 +170,7 @@ class Experiment(models.Model):
     sequential = models.BooleanField(
         default=True,
         help_text="Add blocks one at a time from the third on, until every primary cell is settled or the "
-        "maximum (repetitions) is reached (experiments/measurement/sequential.py). Off: every block runs.",
+        "maximum (repetitions) is reached (experiments/measurement/stats/sequential.py). Off: every block runs.",
     )
     # The service's objective (experiments/measurement/stats/objective.py): a preset's name, "custom",
     # or "" for the primary metric alone (every experiment from before objectives).
@@ -194,7 +194,7 @@ class Experiment(models.Model):
         ],
         default=SPENDING_BOUNDARY,
         editable=False,
-        help_text="The group-sequential boundary the looks use (experiments/measurement/sequential.py); "
+        help_text="The group-sequential boundary the looks use (experiments/measurement/stats/sequential.py); "
         "experiments run before the spending boundary keep Pocock's when their looks are replayed.",
     )
     max_device_minutes = models.FloatField(
@@ -218,7 +218,7 @@ class Experiment(models.Model):
     profile_intervals = models.BooleanField(
         default=False,
         help_text="After each arm's measured runs, one short extra interval per level under vLLM's torch "
-        "profiler (experiments/measurement/trace_shares.py); left out of every statistic.",
+        "profiler (experiments/measurement/engine/trace_shares.py); left out of every statistic.",
     )
     request_rate = models.FloatField(
         null=True,
