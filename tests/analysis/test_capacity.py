@@ -10,7 +10,7 @@ from experiments.analysis import capacity
 from experiments.models import RunSummary
 from experiments.results import block_selectors
 from tests.factories import seed_finished_experiment
-from tests.results.test_results_page import _page, _tables
+from tests.results.helpers import html_tables, page_html
 
 pytestmark = pytest.mark.django_db
 
@@ -71,7 +71,7 @@ def measured():
 
 
 def test_the_table_pools_the_blocks_and_sets_the_baseline_beside_each_arm(logged_in_client, measured):
-    table = _tables(_page(logged_in_client, measured))["table-capacity"]
+    table = html_tables(page_html(logged_in_client, measured))["table-capacity"]
     rows = {(row[0], int(row[1])): row[2:] for row in table[1:]}
 
     assert list(rows) == [("n-gram k=4", 1), ("n-gram k=4", 4), ("draft k=3", 1), ("draft k=3", 4)]
@@ -91,7 +91,7 @@ def test_the_table_pools_the_blocks_and_sets_the_baseline_beside_each_arm(logged
 
 
 def test_the_page_warns_of_the_draft_arms_preemptions_and_queue(logged_in_client, measured):
-    html = _page(logged_in_client, measured)
+    html = page_html(logged_in_client, measured)
     assert "draft k=3 preempted 7 request(s) at concurrency 4, where the baseline preempted none" in html
     assert "draft k=3 had up to 2 request(s) waiting at concurrency 4" in html
     assert "n-gram k=4 preempted" not in html
@@ -101,10 +101,10 @@ def test_the_page_warns_of_the_draft_arms_preemptions_and_queue(logged_in_client
 
 def test_runs_recorded_before_show_not_recorded(logged_in_client):
     experiment = seed_finished_experiment()
-    table = _tables(_page(logged_in_client, experiment))["table-capacity"]
+    table = html_tables(page_html(logged_in_client, experiment))["table-capacity"]
     assert all(row[3:] == ["not recorded"] * 10 for row in table[1:])
-    assert "the runs were stored before these figures were measured" in _page(logged_in_client, experiment)
-    assert '<ul class="warnings" id="capacity-warnings">' not in _page(logged_in_client, experiment)
+    assert "the runs were stored before these figures were measured" in page_html(logged_in_client, experiment)
+    assert '<ul class="warnings" id="capacity-warnings">' not in page_html(logged_in_client, experiment)
 
 
 def test_the_api_gives_the_pages_figures(user, measured):

@@ -14,7 +14,7 @@ from experiments.measurement.stats import verdicts
 from experiments.measurement.stats.intervals import RatioEstimate
 from experiments.models import Experiment, SpeedupEstimate
 from tests.factories import SEEDED_BLOCKS, seed_finished_experiment
-from tests.results.test_results_page import _tables
+from tests.results.helpers import html_tables
 
 pytestmark = pytest.mark.django_db
 
@@ -24,15 +24,15 @@ def finished(db):
     return seed_finished_experiment()
 
 
-def _page(client, experiment) -> str:
+def page_html(client, experiment) -> str:
     response = client.get(reverse("experiments:detail", args=[experiment.pk]))
     assert response.status_code == 200
     return response.text
 
 
 def test_the_question_section_shows_each_primary_cell_as_stored(logged_in_client, finished):
-    html = _page(logged_in_client, finished)
-    rows = _tables(html)["question-cells"][1:]  # under the header
+    html = page_html(logged_in_client, finished)
+    rows = html_tables(html)["question-cells"][1:]  # under the header
     stored = SpeedupEstimate.objects.filter(experiment=finished, primary=True).order_by("arm__position", "concurrency")
     assert len(rows) == stored.count() == 4  # two speculative arms at levels 1 and 4
     for row, estimate in zip(rows, stored, strict=True):
@@ -51,7 +51,7 @@ def test_the_question_section_shows_each_primary_cell_as_stored(logged_in_client
 
 
 def test_the_question_s_words_are_defined_on_the_page(logged_in_client, finished):
-    html = _page(logged_in_client, finished)
+    html = page_html(logged_in_client, finished)
     definitions = html.split('id="question-definitions"')[1].split("</details>")[0]
     for term in (
         "Primary cells",
@@ -67,7 +67,7 @@ def test_the_question_s_words_are_defined_on_the_page(logged_in_client, finished
 
 
 def test_the_grid_marks_words_outside_the_question_as_unadjusted(logged_in_client, finished):
-    html = _page(logged_in_client, finished)
+    html = page_html(logged_in_client, finished)
     called_elsewhere = SpeedupEstimate.objects.filter(
         experiment=finished, primary=False, outcome__in=("faster", "slower"), metric__in=("tpot", "e2e")
     ).count()
@@ -78,7 +78,7 @@ def test_the_grid_marks_words_outside_the_question_as_unadjusted(logged_in_clien
 
 
 def test_the_protocol_card_states_the_question(logged_in_client, finished):
-    html = _page(logged_in_client, finished)
+    html = page_html(logged_in_client, finished)
     question = re.sub(r"\s+", " ", html.split('id="protocol-question">')[1].split("</dd>")[0])
     assert question.startswith("server_tpot at concurrency 1, 4 · blocks added until settled, at most 3")
     assert question.endswith("worth deploying from a gain of 0.070")

@@ -4,7 +4,7 @@ for each, the rounds the experiment ran, and nothing for an analysis stored befo
 import pytest
 
 from tests.factories import seed_finished_experiment
-from tests.results.test_results_page import _page, _tables
+from tests.results.helpers import html_tables, page_html
 
 pytestmark = pytest.mark.django_db
 
@@ -31,8 +31,8 @@ def finished(db):
 
 
 def test_the_table_holds_the_stored_components_and_every_figure_is_defined(logged_in_client, finished):
-    html = _page(logged_in_client, finished)
-    rows = _tables(html)["table-variance-components"]
+    html = page_html(logged_in_client, finished)
+    rows = html_tables(html)["table-variance-components"]
     assert rows[1] == [
         "n-gram k=4", "Engine-timed TPOT", "3", repr(ROW["sigma_start_pct"]), repr(ROW["sigma_run_pct"]), "90.0",
         "10.0", repr(ROW["rounds_exact"]), "2", "",
@@ -50,7 +50,7 @@ def test_the_table_holds_the_stored_components_and_every_figure_is_defined(logge
 def test_the_analysis_of_a_seeded_experiment_renders_without_recorded_times(logged_in_client):
     # The seeded runs record no start and finish times: the components stand, the rounds say why not.
     experiment = seed_finished_experiment()
-    rows = _tables(_page(logged_in_client, experiment))["table-variance-components"][1:]
+    rows = html_tables(page_html(logged_in_client, experiment))["table-variance-components"][1:]
     assert {row[0] for row in rows} == {"n-gram k=4", "draft k=3"}
     assert all(row[-1].endswith("the start-up or run times were not recorded") for row in rows)
 
@@ -58,4 +58,4 @@ def test_the_analysis_of_a_seeded_experiment_renders_without_recorded_times(logg
 def test_an_analysis_stored_before_the_components_shows_no_section(logged_in_client, finished):
     del finished.analysis.series["variance_components"]
     finished.analysis.save(update_fields=["series"])
-    assert 'id="variance-components"' not in _page(logged_in_client, finished)
+    assert 'id="variance-components"' not in page_html(logged_in_client, finished)
