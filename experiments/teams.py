@@ -11,10 +11,12 @@ Staff status is left out of the rule on purpose: it is Django's "may use the adm
 and the admin filters by the same rule as the pages for everyone but superusers.
 """
 
+from typing import Any
+
 from django.conf import settings
-from django.contrib.auth.models import Group
+from django.contrib.auth.models import AnonymousUser, Group, User
 from django.core.exceptions import PermissionDenied
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.db.models.signals import post_save
 from django.dispatch import receiver
 
@@ -25,7 +27,7 @@ class TeamRefused(PermissionDenied):
     """A write to a team the user is not in, or no team to write to."""
 
 
-def visible_teams(user):
+def visible_teams(user: User | AnonymousUser) -> QuerySet[Group] | None:
     """The teams whose rows `user` may see; None for every team (a superuser)."""
     if not user.is_authenticated:
         return Group.objects.none()
@@ -34,7 +36,7 @@ def visible_teams(user):
     return user.groups.all()
 
 
-def visible_q(user, path: str = "team") -> Q:
+def visible_q(user: User | AnonymousUser, path: str = "team") -> Q:
     """The rows `user` may see, as a condition on the team at `path` ("team",
     "experiment__team", …). An empty Q for a superuser: everything."""
     visible = visible_teams(user)
@@ -45,12 +47,12 @@ def default_team() -> Group:
     return Group.objects.get_or_create(name=DEFAULT_TEAM)[0]
 
 
-def teams_of(user):
+def teams_of(user: User) -> QuerySet[Group]:
     """The teams a user may write to, by name."""
     return user.groups.order_by("name")
 
 
-def team_for_write(user, team: Group | None = None) -> Group:
+def team_for_write(user: User, team: Group | None = None) -> Group:
     """The team a new experiment, prompt set or decision of `user` goes to: `team` if they
     are in it, else their only team. TeamRefused otherwise, with a message that names no
     team the user is not in."""
@@ -67,7 +69,7 @@ def team_for_write(user, team: Group | None = None) -> Group:
 
 
 @receiver(post_save, sender=settings.AUTH_USER_MODEL, dispatch_uid="experiments.teams.join_default_team")
-def join_default_team(sender, instance, created, raw=False, **kwargs):
+def join_default_team(sender: type[User], instance: User, created: bool, raw: bool = False, **kwargs: Any) -> None:
     """A new user (signed up, made by createsuperuser or ./dev) joins the default team, so a
     single-team install never needs the admin; a multi-team install removes them from it."""
     if created and not raw:

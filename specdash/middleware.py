@@ -1,5 +1,8 @@
+from collections.abc import Callable
+
 from django.conf import settings
-from django.http import HttpResponse
+from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import resolve_url
 
 
@@ -8,14 +11,15 @@ class HtmxLoginRedirectMiddleware:
     the login page as a whole page, instead of letting it swap the login form into the
     fragment it was refreshing."""
 
-    def __init__(self, get_response):
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]):
         self.get_response = get_response
 
-    def __call__(self, request):
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
         response = self.get_response(request)
         login_url = resolve_url(settings.LOGIN_URL)
-        if request.headers.get("HX-Request") and response.status_code == 302 and response.url.startswith(login_url):
+        location = response.get("Location", "")
+        if request.headers.get("HX-Request") and response.status_code == 302 and location.startswith(login_url):
             redirect = HttpResponse(status=204)
-            redirect["HX-Redirect"] = response.url
+            redirect["HX-Redirect"] = location
             return redirect
         return response

@@ -30,7 +30,9 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 HELD, NOT_HELD, REFUSED, DID_NOT_FINISH = 0, 1, 2, 3
 OUTCOMES = ("faster", "slower", "equivalent", "not worth it", "inconclusive")
@@ -52,6 +54,26 @@ EXPECTATION = re.compile(
 )
 
 
+Answer = dict[str, Any]  # a JSON object the API answered
+
+
+class Api(Protocol):
+    """The API's calls the client makes: over HTTP (HttpApi), or in the server's own process
+    (the submit_spec management command)."""
+
+    def submit(self, spec: dict[str, Any]) -> Answer: ...
+    def experiment(self, experiment_id: int) -> Answer: ...
+    def progress(self, experiment_id: int) -> Answer: ...
+    def results(self, experiment_id: int) -> Answer: ...
+
+
+class Out(Protocol):
+    """Where the client prints: a text stream, or a management command's stdout."""
+
+    def write(self, text: str, /) -> object: ...
+    def flush(self) -> object: ...
+
+
 class Refused(Exception):
     """The API said no: the spec broke the experiment form's rules, or the request was bad."""
 
@@ -64,7 +86,7 @@ class Refused(Exception):
 class Expectation:
     text: str
     arm: str
-    allowed: frozenset
+    allowed: frozenset[str]
     metric: str
     op: str | None
     level: int | None
@@ -86,7 +108,7 @@ def parse_expectation(text: str) -> Expectation:
     return Expectation(text.strip(), match["arm"].strip(), frozenset(allowed), metric, match["op"], level)
 
 
-def judge(expectation: Expectation, results: dict) -> tuple[bool, str]:
+def judge(expectation: Expectation, results: Answer) -> tuple[bool, str]:
     """Whether the expectation held, and a line that says why."""
     arms = {arm["label"]: arm["id"] for arm in results["arms"]}
     if expectation.arm not in arms:
@@ -105,14 +127,14 @@ def judge(expectation: Expectation, results: dict) -> tuple[bool, str]:
     return True, "; ".join(f"at {c['level']}: {cell_text(c)}" for c in sorted(cells, key=lambda c: c["level"]))
 
 
-def cell_text(cell: dict) -> str:
+def cell_text(cell: Answer) -> str:
     if cell["point"] is None:
-        return cell["outcome"]
+        return str(cell["outcome"])
     interval = f" [{cell['ci_low']:.3g}, {cell['ci_high']:.3g}]" if cell["ci_low"] is not None else ""
     return f"{cell['outcome']} {cell['point']:.3g}{interval}"
 
 
-def verdict_table(results: dict) -> str:
+def verdict_table(results: Answer) -> str:
     """Per verdict metric, the compared arms × levels: outcome and speedup [95 % interval]."""
     levels, lines = results["levels"], []
     by_cell = {(s["arm_id"], s["level"], s["metric"]): s for s in results["speedups"]}
@@ -128,7 +150,7 @@ def verdict_table(results: dict) -> str:
     return "\n".join(lines)
 
 
-def progress_line(progress: dict) -> str:
+def progress_line(progress: Answer) -> str:
     running = [run for run in progress["runs"] if run["status"] == "running"]
     now = "; ".join(
         f"{run['arm']} at {run['concurrency']}, block {run['repetition']}: "
@@ -147,7 +169,7 @@ class HttpApi:
     def __init__(self, url: str, token: str, timeout_s: float = 60):
         self.url, self.token, self.timeout_s = url.rstrip("/"), token, timeout_s
 
-    def _call(self, method: str, path: str, body=None) -> dict:
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Answer:
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(self.url + path, data=data, method=method)
         request.add_header("Authorization", f"Token {self.token}")
@@ -156,20 +178,21 @@ class HttpApi:
             request.add_header("Content-Type", "application/json")
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                return json.load(response)
+                answer: Answer = json.load(response)
+                return answer
         except urllib.error.HTTPError as error:
             raise Refused(_error_messages(error)) from None
 
-    def submit(self, spec: dict) -> dict:
+    def submit(self, spec: dict[str, Any]) -> Answer:
         return self._call("POST", "/api/v1/experiments/", spec)
 
-    def experiment(self, experiment_id: int) -> dict:
+    def experiment(self, experiment_id: int) -> Answer:
         return self._call("GET", f"/api/v1/experiments/{experiment_id}/")
 
-    def progress(self, experiment_id: int) -> dict:
+    def progress(self, experiment_id: int) -> Answer:
         return self._call("GET", f"/api/v1/experiments/{experiment_id}/progress/")
 
-    def results(self, experiment_id: int) -> dict:
+    def results(self, experiment_id: int) -> Answer:
         return self._call("GET", f"/api/v1/experiments/{experiment_id}/results/")
 
 
@@ -184,7 +207,7 @@ def _error_messages(error: urllib.error.HTTPError) -> list[str]:
     return [f"HTTP {error.code}: {body.get('detail', body) if isinstance(body, dict) else body}"]
 
 
-def load_spec(path: str) -> dict:
+def load_spec(path: str) -> dict[str, Any]:
     """The spec file as an object; Refused, naming the file, when it cannot be read as one."""
     try:
         with open(path, encoding="utf-8") as file:
@@ -199,7 +222,7 @@ def load_spec(path: str) -> dict:
     return spec
 
 
-def _parse(path: str, text: str):
+def _parse(path: str, text: str) -> object:
     if not path.endswith((".yaml", ".yml")):
         return json.loads(text)
     try:
@@ -209,7 +232,7 @@ def _parse(path: str, text: str):
     return yaml.safe_load(text)
 
 
-def wait_for_end(api, experiment_id: int, *, timeout_s: float, poll_s: float, out) -> dict | None:
+def wait_for_end(api: Api, experiment_id: int, *, timeout_s: float, poll_s: float, out: Out) -> Answer | None:
     """Print progress whenever it changes, until the experiment ends; None on time-out."""
     deadline, last = time.monotonic() + timeout_s, None
     while True:
@@ -225,7 +248,7 @@ def wait_for_end(api, experiment_id: int, *, timeout_s: float, poll_s: float, ou
         time.sleep(poll_s)
 
 
-def report(results: dict, expectations: list[Expectation], out) -> int:
+def report(results: Answer, expectations: list[Expectation], out: Out) -> int:
     """Print the verdict table and each expectation's outcome; the exit status."""
     print(verdict_table(results), file=out)
     for warning in results["warnings"]:
@@ -238,7 +261,10 @@ def report(results: dict, expectations: list[Expectation], out) -> int:
     return status
 
 
-def run(api, *, spec=None, experiment_id=None, wait=False, expect=(), timeout_s=6 * 3600, poll_s=5, out=None):
+def run(
+    api: Api, *, spec: dict[str, Any] | None = None, experiment_id: int | None = None, wait: bool = False,
+    expect: Iterable[str] = (), timeout_s: float = 6 * 3600, poll_s: float = 5, out: Out | None = None,
+) -> int:  # fmt: skip
     """Submit the spec (or follow an existing experiment) and judge it; the exit status."""
     out = out or sys.stdout
     spec = dict(spec or {})
@@ -276,7 +302,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--poll", type=float, default=5, help="seconds between progress reads")
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_arguments(parser)
     parser.add_argument("--url", default=os.environ.get("SPECDASH_URL", "http://127.0.0.1:8000"))
@@ -287,7 +313,9 @@ def main(argv=None) -> int:
     return run_from_arguments(parser, args, HttpApi(args.url, args.token))
 
 
-def run_from_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace, api, out=None) -> int:
+def run_from_arguments(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, api: Api, out: Out | None = None
+) -> int:
     """`run` with the shared options, for this script and the management command."""
     out = out or sys.stdout
     if (args.spec is None) == (args.experiment is None):

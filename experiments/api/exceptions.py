@@ -3,6 +3,8 @@ the exception's arguments where those describe the server. Django's Http404 from
 carries the URL patterns it tried (with the modules' file paths), which DRF would put in the
 body; a 404 here says only that there is no such endpoint or object."""
 
+from typing import Any
+
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from rest_framework import exceptions
@@ -12,7 +14,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 NOT_FOUND = "There is no such endpoint or object."
 
 
-def exception_handler(exc: Exception, context: dict) -> Response | None:
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, Http404):
         exc = exceptions.NotFound(NOT_FOUND)
     elif isinstance(exc, PermissionDenied):

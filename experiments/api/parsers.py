@@ -3,6 +3,8 @@
 NUL or a lone surrogate in any string refused. A refusal is a 400 that says where."""
 
 import codecs
+from collections.abc import Mapping
+from typing import IO, Any
 
 from django.conf import settings
 from rest_framework import parsers
@@ -12,7 +14,9 @@ from experiments.rules import json_input
 
 
 class JSONParser(parsers.JSONParser):
-    def parse(self, stream, media_type=None, parser_context=None):
+    def parse(
+        self, stream: IO[Any], media_type: str | None = None, parser_context: Mapping[str, Any] | None = None
+    ) -> Any:
         encoding = (parser_context or {}).get("encoding", settings.DEFAULT_CHARSET)
         try:
             text = codecs.getreader(encoding)(stream).read()

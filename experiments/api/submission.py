@@ -9,8 +9,10 @@ would submit it.
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from django import forms
+from django.contrib.auth.models import AnonymousUser, User
 from django.db import models
 
 from experiments.definition import prefill
@@ -21,6 +23,7 @@ from experiments.models import Experiment
 
 ARMS_KEY = "arms"
 NON_FIELD = "non_field_errors"
+Errors = dict[str, Any]  # messages by field; under "arms", one such dict per arm
 # Fields the form takes as comma-separated text and the spec as a JSON list.
 LIST_FIELDS = {"concurrency_levels", "primary_levels", "synthetic_sweep"}
 # Fields the form takes as JSON text and the spec as the JSON itself (vLLM's own notation).
@@ -31,24 +34,24 @@ JSON_FIELDS = {batch_schedule.KEY}
 class Submission:
     """A spec the form accepted: the experiment's fields and its speculative arms."""
 
-    fields: dict
+    fields: dict[str, Any]
     arms: list[ArmSpec]
 
 
 class SpecInvalid(Exception):
     """The spec was refused: `errors` by field (arms by index), `messages` one line each."""
 
-    def __init__(self, errors: dict, messages: list[str]):
+    def __init__(self, errors: Errors, messages: list[str]):
         super().__init__("; ".join(messages))
         self.errors = errors
         self.messages = messages
 
 
-def _initial(field: forms.Field):
+def _initial(field: forms.Field) -> Any:
     return field.initial() if callable(field.initial) else field.initial
 
 
-def _is_number(value) -> bool:
+def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
@@ -59,7 +62,7 @@ def _takes_number(field: forms.Field) -> bool:
     return isinstance(field, forms.IntegerField | forms.FloatField | forms.DecimalField)
 
 
-def _wrong_type(name: str, field: forms.Field, value) -> str | None:
+def _wrong_type(name: str, field: forms.Field, value: object) -> str | None:
     """Why a JSON value has the wrong type for its field (a number given as text, text as a
     number), or None. The value itself is not repeated: it may be anything, of any length."""
     if value is None:
@@ -75,7 +78,7 @@ def _wrong_type(name: str, field: forms.Field, value) -> str | None:
     return None
 
 
-def _json_type(value) -> str:
+def _json_type(value: object) -> str:
     if isinstance(value, bool):
         return "true or false"
     if isinstance(value, str):
@@ -85,7 +88,7 @@ def _json_type(value) -> str:
     return "an object" if isinstance(value, dict) else "a number"
 
 
-def _form_value(name: str, field: forms.Field, value, errors: dict):
+def _form_value(name: str, field: forms.Field, value: object, errors: Errors) -> Any:
     """A JSON value as the browser would post it, or None to post nothing (an unticked box)."""
     if isinstance(field, forms.BooleanField):
         if not isinstance(value, bool):
@@ -105,11 +108,11 @@ def _form_value(name: str, field: forms.Field, value, errors: dict):
     return str(value)
 
 
-def _asks_search(spec: dict) -> bool:
+def _asks_search(spec: dict[str, Any]) -> bool:
     return spec.get("search_low") is not None or spec.get("search_high") is not None
 
 
-def _posted(spec: dict, form_fields: dict, prefix: str, errors: dict) -> dict:
+def _posted(spec: dict[str, Any], form_fields: dict[str, forms.Field], prefix: str, errors: Errors) -> dict[str, Any]:
     unknown = sorted(set(spec) - set(form_fields))
     for name in unknown:
         errors[name] = [f"Unknown field “{name}”; the fields are: {', '.join(form_fields)}."]
@@ -123,14 +126,14 @@ def _posted(spec: dict, form_fields: dict, prefix: str, errors: dict) -> dict:
     return data
 
 
-def _default_post(field: forms.Field):
+def _default_post(field: forms.Field) -> str | None:
     value = _initial(field)
     if isinstance(field, forms.BooleanField):
         return "on" if value else None
     return "" if value is None else str(value)
 
 
-def _arms_data(arms, errors: dict) -> dict:
+def _arms_data(arms: object, errors: Errors) -> dict[str, Any]:
     if not isinstance(arms, list) or not all(isinstance(arm, dict) for arm in arms):
         errors[ARMS_KEY] = ['A list of speculative arms, each an object such as {"method": "ngram"}.']
         return {}
@@ -143,11 +146,11 @@ def _arms_data(arms, errors: dict) -> dict:
     return data
 
 
-def _form_errors(form: forms.Form) -> dict:
+def _form_errors(form: forms.BaseForm) -> Errors:
     return {NON_FIELD if name == "__all__" else name: list(messages) for name, messages in form.errors.items()}
 
 
-def _shape_messages(errors: dict) -> list[str]:
+def _shape_messages(errors: Errors) -> list[str]:
     lines = []
     for name, messages in errors.items():
         if name == ARMS_KEY and isinstance(messages, list) and messages and isinstance(messages[0], dict):
@@ -159,12 +162,12 @@ def _shape_messages(errors: dict) -> list[str]:
     return lines
 
 
-def submission_from_spec(spec, *, user) -> Submission:
+def submission_from_spec(spec: object, *, user: User | AnonymousUser) -> Submission:
     """Validate a spec of `user`'s with the experiment form and the arm formset; raise
     SpecInvalid with the form's own messages when they refuse it."""
     if not isinstance(spec, dict):
         raise SpecInvalid({NON_FIELD: ["The spec must be a JSON object."]}, ["The spec must be a JSON object."])
-    shape_errors: dict = {}
+    shape_errors: Errors = {}
     experiment_spec = {name: value for name, value in spec.items() if name != ARMS_KEY}
     data = _posted(experiment_spec, ExperimentForm.base_fields, "", shape_errors)
     data |= _arms_data(spec.get(ARMS_KEY, []), shape_errors)
@@ -187,7 +190,7 @@ def submission_from_spec(spec, *, user) -> Submission:
     return Submission(fields=form.experiment_fields(), arms=arms.arm_specs())
 
 
-def _json_value(field: forms.Field, value):
+def _json_value(field: forms.Field, value: object) -> Any:
     """A form value as the spec gives it: a row as its field takes it (a team by name, an
     uploaded prompt set by id), "" as null."""
     if isinstance(value, models.Model):
@@ -196,7 +199,7 @@ def _json_value(field: forms.Field, value):
     return None if value == "" else value
 
 
-def _list_value(name: str, value):
+def _list_value(name: str, value: Any) -> Any:
     """A prefilled form value as the spec gives it: a list field's text as a list of numbers."""
     if name in JSON_FIELDS:
         return json.loads(value)
@@ -205,7 +208,7 @@ def _list_value(name: str, value):
     return [float(item) for item in value.split(",")]
 
 
-def spec_from_experiment(experiment: Experiment) -> dict:
+def spec_from_experiment(experiment: Experiment) -> dict[str, Any]:
     """The experiment's protocol as a spec: what submitting it again would take."""
     spec = {
         name: _json_value(ExperimentForm.base_fields[name], value)

@@ -1,7 +1,7 @@
 """The API's endpoints: check access → validate → call a service or a payload builder, as the
 pages' views do. A token (or a logged-in session) is needed for everything but the schema."""
 
-from typing import TYPE_CHECKING, TypedDict, cast
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from django.contrib.auth.decorators import login_not_required
 from django.shortcuts import get_object_or_404
@@ -9,6 +9,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serial
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound
 from rest_framework.pagination import PageNumberPagination
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -33,6 +34,7 @@ from experiments.results import exports, selectors
 if TYPE_CHECKING:
     from django.db.models import QuerySet
     from django_stubs_ext import WithAnnotations
+    from rest_framework.views import AsView, GenericView
 
 
 class RowPages(PageNumberPagination):
@@ -47,13 +49,16 @@ class ApiView(APIView):
     """An API endpoint: its own authentication (token or session), not the pages' login redirect."""
 
     @classmethod
-    def as_view(cls, **initkwargs):
+    def as_view(cls, **initkwargs: Any) -> "AsView[GenericView]":
         return login_not_required(super().as_view(**initkwargs))
 
 
-def _experiment(request, pk: int) -> Experiment:
+def _experiment(request: Request, pk: int) -> Experiment:
     """An experiment of the user's teams (experiments/teams.py); a 404 for another team's, as on the pages."""
-    return get_object_or_404(Experiment.objects.visible_to(request.user).select_related("owner", "analysis"), pk=pk)
+    experiment: Experiment = get_object_or_404(
+        Experiment.objects.visible_to(request.user).select_related("owner", "analysis"), pk=pk
+    )
+    return experiment
 
 
 class _RunCounts(TypedDict):
@@ -63,7 +68,7 @@ class _RunCounts(TypedDict):
     runs_done: int
 
 
-def _list_item(experiment: "WithAnnotations[Experiment, _RunCounts]") -> dict:
+def _list_item(experiment: "WithAnnotations[Experiment, _RunCounts]") -> dict[str, Any]:
     return {
         "id": experiment.pk, "name": experiment.name, "owner": experiment.owner.get_username(),
         "team": experiment.team.name, "status": experiment.status, "created_at": experiment.created_at,
@@ -88,7 +93,7 @@ class ExperimentsView(ApiView):
         parameters=[OpenApiParameter("status", str, enum=Experiment.Status.values)],
         responses=ExperimentListItem,
     )
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         """The experiments of your teams, newest first."""
         wanted = request.query_params.get("status", "")
         if wanted and wanted not in Experiment.Status.values:
@@ -121,7 +126,7 @@ class ExperimentsView(ApiView):
             404: DetailSerializer, 422: DetailSerializer,
         },
     )  # fmt: skip
-    def post(self, request):
+    def post(self, request: Request) -> Response:
         """Submit an experiment. The spec is judged by the experiment form's own rules and
         messages; fields left out take the form's initial values."""
         key = request.headers.get(submissions.HEADER)
@@ -154,7 +159,7 @@ class ExperimentsView(ApiView):
         return Response(_replayed(request, stored), status=status.HTTP_201_CREATED if wrote else status.HTTP_200_OK)
 
 
-def _replayed(request, stored: str) -> dict:
+def _replayed(request: Request, stored: str) -> dict[str, Any]:
     """The experiment a key's first submission created, looked up again among the user's own
     teams' experiments (a 404 when it can no longer be seen, or the row holds no experiment id)."""
     if not stored.isdigit():
@@ -164,14 +169,14 @@ def _replayed(request, stored: str) -> dict:
 
 class ExperimentView(ApiView):
     @extend_schema(operation_id="experiments_read", responses=ExperimentSerializer)
-    def get(self, request, pk: int):
+    def get(self, request: Request, pk: int) -> Response:
         """One experiment: status, protocol (as a spec), arms, warnings and links."""
         return Response(payloads.experiment_payload(_experiment(request, pk)))
 
 
 class ProgressView(ApiView):
     @extend_schema(operation_id="experiments_progress", responses=ProgressSerializer)
-    def get(self, request, pk: int):
+    def get(self, request: Request, pk: int) -> Response:
         """Run counts by status, and every run in the order the worker executes them."""
         return Response(payloads.progress_payload(_experiment(request, pk)))
 
@@ -182,7 +187,7 @@ class CancelView(ApiView):
         request=None,
         responses={200: ProgressSerializer, 403: DetailSerializer, 409: DetailSerializer},
     )
-    def post(self, request, pk: int):
+    def post(self, request: Request, pk: int) -> Response:
         """Cancel a queued or running experiment (its owner or staff): completed runs are kept."""
         experiment = _experiment(request, pk)
         if request.user != experiment.owner and not request.user.is_staff:
@@ -197,13 +202,13 @@ class CancelView(ApiView):
 
 class ResultsView(ApiView):
     @extend_schema(operation_id="experiments_results", responses=ResultsSerializer)
-    def get(self, request, pk: int):
+    def get(self, request: Request, pk: int) -> Response:
         """Every number of the experiment page's results: spreads, speedups with intervals and
         outcomes, verdicts, acceptance by position, fidelity, chart series, warnings."""
         return Response(payloads.results_payload(_experiment(request, pk)))
 
 
-def _rows(view: APIView, request, export: exports.Export) -> Response:
+def _rows(view: APIView, request: Request, export: exports.Export) -> Response:
     pages = RowPages()
     page = pages.paginate_queryset(export.rows, request, view=view)
     return pages.get_paginated_response(payloads.export_page(export, page))
@@ -211,13 +216,13 @@ def _rows(view: APIView, request, export: exports.Export) -> Response:
 
 class SummariesView(ApiView):
     @extend_schema(operation_id="experiments_summaries", responses=SummaryRowSerializer(many=True))
-    def get(self, request, pk: int):
+    def get(self, request: Request, pk: int) -> Response:
         """One row per run summary, as the summaries download gives them."""
         return _rows(self, request, exports.run_summary_export(experiment=_experiment(request, pk)))
 
 
 class RequestsView(ApiView):
     @extend_schema(operation_id="experiments_requests", responses=RequestRowSerializer(many=True))
-    def get(self, request, pk: int):
+    def get(self, request: Request, pk: int) -> Response:
         """One row per measured request, as the requests download gives them, a page at a time."""
         return _rows(self, request, exports.request_export(experiment=_experiment(request, pk)))
