@@ -7,15 +7,17 @@ change: the command (the arm's model and speculative config, the experiment's se
 KV cache's size on CPU hosts, the profiler where the session profiles), the environment and
 the CPU placement (workers/server/affinity.py), the log and pid paths under the data folder,
 and the start time-out of the experiment's queue. The checks made before a server starts are
-here too: a model this worker's settings do not allow, a method or a synthetic sweep its vLLM
-cannot run, more GPUs than it sees. A refused launch raises a ServerStartError, which fails the
-session's runs without a server.
+here too: a model this worker's settings do not allow, or a method or a synthetic sweep its vLLM
+cannot run, raises a ServerStartError (launch_check), which fails the session's runs without a
+server; an experiment that asks for more GPUs than the worker sees is refused before its first
+session (tensor_parallel_refusal).
 
 What a launch takes from the worker is its ServerHost, made once per experiment execution;
-everything else comes from the experiment and the arm. So a worker that claims one block of an
-experiment makes that block's launches from its own ServerHost, and a queue's limits are read
-by the experiment's queue name (experiments/execution/worker_queues.py, which the form reads
-too): the start time-out is; a run's pace in seconds per token would be read there as well.
+everything else comes from the experiment and the arm, so a worker that claims a single block
+makes that block's launches from its own ServerHost. A queue's limits are read by the
+experiment's queue name in experiments/execution/worker_queues.py, where the form reads them
+too: the start time-out is; a queue's seconds per token for the run limit (workers/runner.py,
+run_limit_s) belongs beside it.
 """
 
 import contextlib
