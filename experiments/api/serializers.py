@@ -54,6 +54,9 @@ def _spec_field(name: str, field: forms.Field) -> Field:
         return serializers.ListField(child=band, allow_null=True, **common)
     if isinstance(field, forms.BooleanField):
         return serializers.BooleanField(**common)
+    if isinstance(field, forms.MultipleChoiceField):
+        # DRF takes any iterable of choices; its stub asks for a Sequence (Django gives a list here).
+        return serializers.ListField(child=serializers.ChoiceField(choices=field.choices), **common)  # type: ignore[arg-type]
     if isinstance(field, forms.ModelChoiceField) and field.to_field_name:
         return serializers.CharField(allow_null=True, **common | {"help_text": f"{common['help_text']} (its name)"})
     if isinstance(field, forms.ModelChoiceField):

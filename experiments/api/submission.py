@@ -71,6 +71,10 @@ def _wrong_type(name: str, field: forms.Field, value: object) -> str | None:
         return None if all(_is_number(item) for item in value) else "Must be a list of numbers."
     if name in JSON_FIELDS and isinstance(value, list):
         return None
+    if isinstance(field, forms.MultipleChoiceField):
+        return (
+            None if isinstance(value, list) and all(isinstance(v, str) for v in value) else "Must be a list of texts."
+        )
     if _takes_number(field):
         return None if _is_number(value) else f"Must be a number, not {_json_type(value)}."
     if not isinstance(value, str):
@@ -103,6 +107,8 @@ def _form_value(name: str, field: forms.Field, value: object, errors: Errors) ->
         return ", ".join(str(item) for item in value)
     if isinstance(value, list) and name in JSON_FIELDS:
         return json.dumps(value)
+    if isinstance(field, forms.MultipleChoiceField):
+        return value
     if value is None:
         return ""
     return str(value)

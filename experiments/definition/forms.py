@@ -11,13 +11,15 @@ from django.contrib.auth.models import Group
 from django.db import models
 
 from experiments import teams
+from experiments.definition.objective_fields import ObjectiveFields
 from experiments.definition.services import REPLICATE_LABEL, ArmSpec, arm_default_label
 from experiments.execution import worker_queues
 from experiments.measurement.deploy import batch_schedule
 from experiments.measurement.planning import limits
 from experiments.measurement.planning.limits import MAX_LOOKUP, MAX_SPECULATIVE_TOKENS
 from experiments.measurement.planning.planner import MIN_RESOLUTION, SearchRange
-from experiments.models import MAX_TENSOR_PARALLEL_SIZE, Arm, Experiment, UploadedPromptSet
+from experiments.measurement.stats import objective
+from experiments.models import MAX_TENSOR_PARALLEL_SIZE, Arm, Experiment, SpeedupEstimate, UploadedPromptSet
 from experiments.prompts import catalog
 from experiments.prompts.input_lengths import parse_length_distribution
 from experiments.rules import server_settings, text_rules
@@ -25,6 +27,8 @@ from experiments.rules.model_paths import model_path_refusal
 from experiments.rules.server_settings import ServerSetting
 
 MAX_CONCURRENCY = 1024
+# Fields the form takes that are no column: the objective's guards are stored as `guards`.
+FORM_ONLY_FIELDS = ("guard_metrics", "guard_margin")
 MAX_CONCURRENCY_LEVELS = 12
 MAX_ARMS = 8
 MAX_SWEEP_LENGTHS = 6
@@ -274,7 +278,7 @@ class TeamForm(forms.Form):
         return "team" in self.errors or (offered is not None and offered.count() > 1)
 
 
-class ExperimentForm(TeamForm):
+class ExperimentForm(ObjectiveFields, TeamForm):
     """The experiment's own settings; `experiment_fields()` gives the Experiment model fields."""
 
     name = forms.CharField(max_length=200, validators=[reject_markup, reject_controls])
@@ -402,7 +406,8 @@ class ExperimentForm(TeamForm):
         initial=model_default("primary_metric"),
         label="Primary metric",
         help_text="The speedup the verdict rests on: its cells get words with the family-wise error held at 5 %. "
-        "The other metrics show estimates, their words unadjusted.",
+        "The other metrics show estimates, their words unadjusted. A preset objective sets it (another one than "
+        "the default asks for a custom objective).",
     )
     primary_levels = forms.CharField(
         required=False,
@@ -623,6 +628,7 @@ class ExperimentForm(TeamForm):
         self._check_fits_model_len(cleaned)
         self._check_batch(cleaned)
         self._clean_search(cleaned)
+        self._clean_objective(cleaned)
         self._check_question(cleaned)
         self._check_prompts_per_level(self._highest_levels(cleaned), measured)
         self._check_arrival_span(cleaned.get("request_rate"), measured)
@@ -634,6 +640,22 @@ class ExperimentForm(TeamForm):
                 "untick this.",
             )
         return cleaned
+
+    def _clean_objective(self, cleaned) -> None:
+        """The objective's primary metric and guards (objective_fields.py); a preset rests on its
+        own primary metric, so another one than the field's initial asks for a custom objective."""
+        preset = objective.PRESETS.get(cleaned.get("objective") or "")
+        posted = cleaned.get("primary_metric")
+        chosen = posted and posted != model_default("primary_metric")
+        if preset is not None and chosen and posted != preset.primary:
+            self.add_error(
+                "primary_metric",
+                f"The objective “{preset.label}” rests on {SpeedupEstimate.Metric(preset.primary).label}: choose it, "
+                "or a custom objective for another primary metric.",
+            )
+            return
+        has_slo = any(cleaned.get(name) is not None for name in ("slo_ttft_ms", "slo_tpot_ms", "slo_e2e_ms"))
+        cleaned.update(self.objective_fields(cleaned, has_slo=has_slo))
 
     def _clean_search(self, cleaned) -> None:
         """Listed levels, or a break-even search's range (its ends become the levels measured
@@ -834,7 +856,8 @@ class ExperimentForm(TeamForm):
 
     def experiment_fields(self) -> dict:
         """Keyword arguments for services.experiment_create (model fields of Experiment)."""
-        return {name: self.cleaned_data[name] for name in [*self.fields, "prompt_set_hash"]}
+        names = [name for name in self.fields if name not in FORM_ONLY_FIELDS]
+        return {name: self.cleaned_data[name] for name in [*names, "prompt_set_hash", "guards"]}
 
 
 class BudgetForm(forms.Form):

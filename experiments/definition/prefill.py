@@ -11,12 +11,16 @@ import json
 from django import forms
 
 from experiments.definition.forms import ARM_FORMSET_PREFIX, PATH_METHODS, ExperimentForm, TeamForm, model_choice_field
+from experiments.definition.objective_fields import objective_initial
 from experiments.measurement.deploy import batch_schedule
 from experiments.models import Arm, Experiment
 from experiments.prompts import catalog
 
 # ExperimentForm fields whose form value is not the model's value.
-_SHOWN_APART = {"concurrency_levels", "primary_levels", "equivalence_margin", "worthwhile_gain"}
+_SHOWN_APART = {
+    "concurrency_levels", "primary_levels", "equivalence_margin", "worthwhile_gain", "objective", "guard_metrics",
+    "guard_margin",
+}  # fmt: skip
 
 
 def experiment_data(origin: Experiment) -> dict:
@@ -28,6 +32,7 @@ def experiment_data(origin: Experiment) -> dict:
     data["primary_levels"] = ", ".join(map(str, sorted(origin.primary_levels)))
     data["equivalence_margin"] = round(origin.equivalence_margin * 100, 6)
     data["worthwhile_gain"] = round(origin.worthwhile_gain * 100, 6)
+    data |= objective_initial(objective_name=origin.objective, guards=origin.guards)
     return {name: "" if value is None else value for name, value in data.items()}
 
 

@@ -118,7 +118,8 @@ def test_submit_creates_the_experiment_as_the_form_would(api, user, logged_in_cl
     assert [arm["label"] for arm in body["arms"]] == ["baseline", "n-gram lookup k=4", "Draft model k=4"]
     assert body["links"]["progress"] == reverse("api:experiment-progress", args=[by_api.pk])
     logged_in_client.post(
-        reverse("experiments:create"), form_data(arms=(NGRAM_ARM_FORM, DRAFT_ARM_FORM), name="api sweep")
+        reverse("experiments:create"),
+        form_data(arms=(NGRAM_ARM_FORM, DRAFT_ARM_FORM), name="api sweep", objective="interactive"),
     )
     by_form = Experiment.objects.exclude(pk=by_api.pk).get()
     assert spec_from_experiment(by_api) == spec_from_experiment(by_form)
