@@ -6,7 +6,8 @@ chart series and warnings the experiment page shows beyond the run summaries."""
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
-from experiments.models.definition import Arm, Experiment
+from experiments.models.arm import Arm
+from experiments.models.definition import Experiment
 
 
 class SpeedupEstimate(models.Model):

@@ -1,50 +1,29 @@
-"""What an experiment asks for: the Experiment with its settings, its Arms (the decoding
-methods it compares) and the UploadedPromptSet it may send, together with what every other
-model module builds on: team ownership (TeamQuerySet, team_field), the IllegalTransition that
-each state machine raises, and the Submission key that makes a page's or API client's write,
-in any domain, store once. It imports no other model module."""
+"""What an experiment asks for: the Experiment with its settings. Its arms (the decoding
+methods it compares) are in experiments/models/arm.py, the prompt sets it may send in
+experiments/models/prompt_set.py, team ownership and IllegalTransition in
+experiments/models/base.py."""
 
 from typing import Self
 
 from django.conf import settings
-from django.contrib.auth.models import Group
 from django.contrib.postgres.fields import ArrayField
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import F, Q
 
-from experiments.measurement.deploy import batch_schedule
-from experiments.measurement.planning.limits import MAX_SPECULATIVE_TOKENS
 from experiments.measurement.planning.planner import MIN_RESOLUTION, SearchRange
 from experiments.measurement.stats.objective import Guard
 from experiments.measurement.stats.question import Question
 from experiments.measurement.stats.sequential import BOUNDARIES, FIRST_LOOK, POCOCK_BOUNDARY, SPENDING_BOUNDARY, Design
+from experiments.models.base import TeamQuerySet, team_field
 from experiments.rules import server_settings
 from experiments.rules.server_settings import MAX_TENSOR_PARALLEL_SIZE
-from experiments.teams import visible_q
-
-
-class IllegalTransition(Exception):
-    """A status change that the state machine does not allow."""
-
-
-class TeamQuerySet(models.QuerySet):
-    """Rows that belong to a team (experiments/teams.py)."""
-
-    def visible_to(self, user) -> Self:
-        """What `user` may see: their teams' rows (every row for a superuser)."""
-        return self.filter(visible_q(user))
-
 
 _SETTINGS = server_settings.BY_NAME
 
 
 def _choices(name: str) -> list[tuple[str, str]]:
     return [(value, value) for value in _SETTINGS[name].choices]
-
-
-def team_field() -> models.ForeignKey:
-    return models.ForeignKey(Group, on_delete=models.PROTECT, related_name="+", help_text="Its members see it.")
 
 
 class ExperimentQuerySet(TeamQuerySet):
@@ -392,222 +371,3 @@ class Experiment(models.Model):
         if not self.is_greedy:
             warnings.append(f"Sampling at temperature {self.temperature:g}: not comparable with greedy results.")
         return warnings
-
-
-class UploadedPromptSet(models.Model):
-    """A prompt set a user uploaded (experiments/prompts/uploads.py reads the file): one version
-    of a name, never edited; uploading other content under the name makes the next version."""
-
-    class Format(models.TextChoices):
-        PROMPTS = "prompts", "JSONL of prompts"
-        CHAT = "chat", "JSONL of chat messages"
-        SHAREGPT = "sharegpt", "ShareGPT conversations"
-
-    name = models.SlugField(max_length=48)
-    version = models.PositiveIntegerField()
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
-    team = team_field()
-    created_at = models.DateTimeField(auto_now_add=True)
-    file_name = models.CharField(max_length=255)
-    format = models.CharField(max_length=16, choices=Format.choices)
-    sha256 = models.CharField(max_length=64)
-    size_bytes = models.PositiveIntegerField()
-    items = models.JSONField(help_text='[{"prompt", "category", "messages"?}, ...] in file order.')
-    prompt_count = models.PositiveIntegerField()
-    categories = models.JSONField(default=dict, blank=True, help_text="Prompts per category; {} without categories.")
-    length_histogram = models.JSONField(default=list, help_text="Prompts per length bin in words (lo, hi, count).")
-
-    objects = TeamQuerySet.as_manager()
-
-    class Meta:
-        ordering = ["name", "-version"]
-        # Each team names and versions its own sets.
-        constraints = [models.UniqueConstraint(fields=["team", "name", "version"], name="prompt_set_version_unique")]
-
-    def __str__(self):
-        return f"{self.name} v{self.version}"
-
-    @property
-    def has_messages(self) -> bool:
-        return self.format == self.Format.CHAT
-
-    def prompts(self) -> list[str]:
-        """The requests' text in file order: what a completions request sends."""
-        return [item["prompt"] for item in self.items]
-
-    def item_categories(self) -> list[str]:
-        return [item["category"] for item in self.items]
-
-
-class ArmQuerySet(models.QuerySet):
-    def compared_or_baseline(self) -> Self:
-        """The arms whose measurements the comparison shows: every arm but a calibration arm,
-        which serves another model than the target and has no speedup."""
-        return self.filter(is_calibration=False)
-
-
-# The per-arm server settings' keys of --speculative-config (draft tensor parallel size).
-_ARM_FIELDS = tuple(setting.engine_field for setting in server_settings.ARM_SETTINGS)
-
-
-class Arm(models.Model):
-    class Method(models.TextChoices):
-        BASELINE = "baseline", "Baseline (no speculation)"
-        NGRAM = "ngram", "n-gram lookup"
-        NGRAM_GPU = "ngram_gpu", "n-gram lookup on the GPU"
-        DRAFT_MODEL = "draft_model", "Draft model"
-        EAGLE = "eagle", "EAGLE"
-        EAGLE3 = "eagle3", "EAGLE-3"
-        MTP = "mtp", "MTP"
-        SUFFIX = "suffix", "Suffix decoding"
-
-    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="arms")
-    position = models.PositiveSmallIntegerField()
-    label = models.CharField(max_length=100)
-    method = models.CharField(max_length=16, choices=Method.choices)
-    num_speculative_tokens = models.PositiveSmallIntegerField(null=True, blank=True)
-    # Method-specific settings: prompt_lookup_min/max (n-gram), model (draft, EAGLE heads).
-    params = models.JSONField(default=dict, blank=True)
-    # A second, identical baseline (A/A): compared with the baseline like any arm, its
-    # "speedup" is the noise floor of the experiment.
-    is_replicate = models.BooleanField(default=False)
-    # Mean acceptance lengths at which the arm runs again with vLLM's synthetic acceptance
-    # (experiments/analysis/acceptance_sweep.py): those runs are not the arm's measurements.
-    synthetic_sweep = ArrayField(
-        models.FloatField(),
-        default=list,
-        blank=True,
-        help_text="Synthetic mean acceptance lengths to run the arm at besides its real runs; empty: no sweep.",
-    )
-    # A calibration arm serves a draft model (params["model"]) alone with plain decoding: it
-    # measures what a draft step costs, and is never compared with the baseline.
-    is_calibration = models.BooleanField(default=False)
-    # A confirmation arm runs the batch-size schedule of k derived from another arm's verdicts
-    # (experiments/measurement/deploy/batch_schedule.py): added by the break-even search once that arm's
-    # break-even is found, so that the recommended --speculative-config is measured, not only derived.
-    confirms = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="confirmations",
-        help_text="The arm whose derived schedule this arm runs to confirm it.",
-    )  # fmt: skip
-
-    objects = ArmQuerySet.as_manager()
-
-    class Meta:
-        ordering = ["experiment", "position"]
-        constraints = [
-            models.UniqueConstraint(fields=["experiment", "position"], name="arm_position_unique"),
-            models.UniqueConstraint(fields=["experiment", "label"], name="arm_label_unique"),
-            models.UniqueConstraint(
-                fields=["experiment"],
-                condition=Q(method="baseline", is_replicate=False, is_calibration=False),
-                name="arm_one_baseline_per_experiment",
-            ),
-            models.UniqueConstraint(
-                fields=["experiment"], condition=Q(is_replicate=True), name="arm_one_replicate_per_experiment"
-            ),
-            models.CheckConstraint(
-                condition=Q(is_replicate=False) | Q(method="baseline"), name="arm_replicate_is_a_baseline"
-            ),
-            models.CheckConstraint(
-                condition=Q(is_calibration=False) | Q(method="baseline", is_replicate=False),
-                name="arm_calibration_is_plain_decoding",
-            ),
-            models.CheckConstraint(
-                condition=Q(method="baseline", num_speculative_tokens__isnull=True)
-                | (
-                    ~Q(method="baseline")
-                    & Q(num_speculative_tokens__gte=1, num_speculative_tokens__lte=MAX_SPECULATIVE_TOKENS)
-                ),
-                name="arm_k_matches_method",
-            ),
-        ]
-
-    def __str__(self):
-        return self.label
-
-    @property
-    def is_baseline(self) -> bool:
-        """The reference every other arm (the replicate included) is compared with."""
-        return self.method == self.Method.BASELINE and not self.is_replicate and not self.is_calibration
-
-    @property
-    def is_speculative(self) -> bool:
-        return self.method != self.Method.BASELINE
-
-    # The keys of vLLM's --speculative-config that specdash sets for each method, beside method
-    # and num_speculative_tokens: the experiment form's fields (experiments/definition/forms.py), and all an
-    # imported config may carry (experiments/imports/services.py). tests/test_vllm_config_keys.py checks
-    # them against the installed vLLM's SpeculativeConfig.
-    PARAM_KEYS = {
-        Method.NGRAM: ("prompt_lookup_min", "prompt_lookup_max"),
-        Method.NGRAM_GPU: ("prompt_lookup_min", "prompt_lookup_max"),
-        Method.DRAFT_MODEL: ("model",),
-        Method.EAGLE: ("model",),
-        Method.EAGLE3: ("model",),
-        Method.MTP: (),
-        Method.SUFFIX: (),
-    }
-
-    # Prompt lookup (n-gram) proposers, with the same settings: vLLM 0.32 turns async scheduling
-    # off for ngram and keeps it for ngram_gpu, as for plain decoding (config/vllm.py).
-    NGRAM_METHODS = frozenset({Method.NGRAM, Method.NGRAM_GPU})
-
-    # Keys a method's config may carry beside PARAM_KEYS, vLLM's default applying when absent
-    # (experiments/rules/server_settings.py's per-arm settings, checked by the same test).
-    # vLLM 0.32's batch-size schedule (experiments/measurement/deploy/batch_schedule.py) for every method.
-    OPTIONAL_PARAM_KEYS = {
-        method: (*(_ARM_FIELDS if method in server_settings.DRAFT_TP_METHODS else ()), batch_schedule.KEY)
-        for method in PARAM_KEYS
-    }
-
-    def speculative_config(self) -> dict | None:
-        """The JSON vLLM takes as --speculative-config, or None for plain decoding."""
-        if not self.is_speculative:
-            return None
-        config = {"method": self.method, "num_speculative_tokens": self.num_speculative_tokens}
-        config.update(self.params)
-        return config
-
-    def synthetic_config(self, acceptance_length: float) -> dict:
-        """The arm's --speculative-config with real rejection replaced by vLLM's synthetic
-        acceptance: the proposer and the verifier still run, but each draft position is
-        accepted at the rate that gives this mean acceptance length (vLLM 0.32,
-        SpeculativeConfig.synthetic_acceptance_length, in [1, k + 1])."""
-        config = self.speculative_config()
-        # The experiment form and the API refuse a synthetic sweep on an arm without k.
-        assert config is not None, "only a speculative arm runs a synthetic sweep"
-        return config | {
-            "rejection_sample_method": "synthetic",
-            "synthetic_acceptance_length": acceptance_length,
-        }
-
-
-class Submission(models.Model):
-    """A write that a user's page or API client sent, under the key it carried: a form posted
-    twice (a double click, a browser's retry) or an API call retried with the same
-    Idempotency-Key stores once, and the second answer points at the first's result
-    (experiments/submissions.py). A key belongs to one user, one kind and one door (the path it
-    was sent to), and remembers a fingerprint of what was sent with it."""
-
-    KEY_CHARS = 64
-    DOOR_CHARS = 200
-
-    class Kind(models.TextChoices):
-        FORM = "form", "a page's one-time form key"
-        API = "api", "an API client's Idempotency-Key"
-
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
-    kind = models.CharField(max_length=4, choices=Kind.choices, default=Kind.FORM)
-    door = models.CharField(max_length=DOOR_CHARS, default="", help_text="The path the key was sent to.")
-    key = models.CharField(max_length=KEY_CHARS)
-    fingerprint = models.CharField(max_length=64, default="", help_text="sha256 of what was sent with the key.")
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
-    location = models.CharField(max_length=500, blank=True, help_text="Where the first submission's result is.")
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["user", "kind", "door", "key"], name="submission_user_door_key_unique")
-        ]
-
-    def __str__(self):
-        return f"{self.kind} key {self.key} of {self.user} at {self.door}"

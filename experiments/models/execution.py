@@ -10,7 +10,8 @@ from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
 from experiments.measurement.engine import stream_fidelity
-from experiments.models.definition import Arm, Experiment
+from experiments.models.arm import Arm
+from experiments.models.definition import Experiment
 from experiments.models.fields import PackedArrayField
 
 

@@ -8,7 +8,9 @@ from django.db import models
 from django.db.models import Q
 
 from experiments.models.analysis import SpeedupEstimate
-from experiments.models.definition import Arm, Experiment, TeamQuerySet, team_field
+from experiments.models.arm import Arm
+from experiments.models.base import TeamQuerySet, team_field
+from experiments.models.definition import Experiment
 
 
 class Comment(models.Model):

@@ -9,7 +9,7 @@ from django.db import models
 from django.db.models import Q
 
 from experiments.models.analysis import SpeedupEstimate
-from experiments.models.definition import TeamQuerySet, team_field
+from experiments.models.base import TeamQuerySet, team_field
 
 
 class ServiceProfile(models.Model):
