@@ -4,7 +4,7 @@ from unittest import mock
 import pytest
 
 # The real Celery worker process of the real tier; the phases, their markers and time budget.
-pytest_plugins = ["tests.worker_fixtures", "tests.phases"]
+pytest_plugins = ["tests.phases", "tests.worker_fixtures"]
 
 # ---------------------------------------------------------------- web: users, clients, dispatch
 # Fixtures of the forms and views tests (the browser's are in tests/browser/conftest.py).

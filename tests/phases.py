@@ -39,12 +39,18 @@ import pytest
 
 TIERS = ("db", "live_http", "worker", "vllm", "browser")
 PHASES = ("unit", "db", "browser", "real")
-# `integration`, the marker these replace, stays in the real tier until no test uses it.
-REAL = frozenset({"worker", "vllm", "integration"})
+REAL = frozenset({"worker", "vllm"})
 BROWSER = frozenset({"live_http", "browser"})
 # The fixtures that imply a tier (pytest-django's, and tests/worker_fixtures.py's worker).
 TIER_FIXTURES = {
-    "db": {"db", "transactional_db", "django_db_setup", "django_db_reset_sequences", "django_db_serialized_rollback"},
+    "db": {
+        "db",
+        "transactional_db",
+        "django_db_setup",
+        "django_db_reset_sequences",
+        "django_db_serialized_rollback",
+        "live_server",
+    },
     "live_http": {"live_server"},
     "worker": {"celery_worker_process"},
     "browser": {"browser"},
@@ -59,13 +65,11 @@ FIGURES = Path(os.environ.get("SPECDASH_TEST_FIGURES", ROOT / "test-artifacts" /
 
 def tiers_of(item: pytest.Item) -> set[str]:
     """The tiers a test needs: its markers, and those its fixtures imply."""
-    tiers = {tier for tier in (*TIERS, "integration") if item.get_closest_marker(tier)}
+    tiers = {tier for tier in TIERS if item.get_closest_marker(tier)}
     if item.get_closest_marker("django_db"):
         tiers.add("db")
     names = set(getattr(item, "fixturenames", ()))
     tiers |= {tier for tier, fixtures in TIER_FIXTURES.items() if names & fixtures}
-    if tiers & (BROWSER | REAL):
-        tiers.add("db")
     return tiers
 
 

@@ -6,14 +6,14 @@ acceptance sweep, a draft-model arm and the draft's calibration arm, in two bloc
 server per arm (four server starts; a CPU worker refuses the sweep without starting a server).
 `test_experiment_runs_end_to_end_on_real_vllm` checks what its runs record, the calibration
 test the draft cost it measured and the prediction built on it, the sweep test that the sweep
-never touched the arms' figures. Two tests start servers of their own: one that cannot start,
-and the A/A replicate's, a server per block and arm.
+never touched the arms' figures. The A/A replicate's test starts servers of its own, a server
+per block and arm. (A server that cannot start is tested in the fleet, on a queue of its own:
+tests/integration/test_multi_worker.py.)
 """
 
 import itertools
 import os
 import statistics
-import subprocess
 from types import SimpleNamespace
 
 import pytest
@@ -45,9 +45,8 @@ from tests.factories import experiment_fields
 from tests.worker_fixtures import shared_rows, wait_for_experiment
 from workers.server import synthetic_acceptance
 from workers.server.affinity import plan_binding
-from workers.server.launch import server_pid_dir
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.worker, pytest.mark.vllm]
 
 TARGET = settings.SPECDASH_MODELS_DIR / "target"
 DRAFT = settings.SPECDASH_MODELS_DIR / "draft"
@@ -73,29 +72,6 @@ def _fields(**overrides) -> dict:
 @pytest.fixture
 def owner():
     return get_user_model().objects.create_user(username="runner", password="pw-for-tests")
-
-
-@pytest.mark.django_db(transaction=True)
-def test_server_that_cannot_start_fails_its_runs_with_the_log_tail(celery_worker_process, owner):
-    missing = settings.SPECDASH_MODELS_DIR / "no-such-model"
-    # The baseline alone: one server that cannot start fails the runs it was to serve.
-    experiment = definition.experiment_create(owner=owner, arms=[], **_fields(target_model=str(missing)))
-
-    experiment = wait_for_experiment(experiment.id, timeout_s=300)
-
-    assert experiment.status == Experiment.Status.FAILED
-    runs = list(experiment.runs.all())
-    assert len(runs) == 2  # levels 1 and 4
-    for run in runs:
-        assert run.status == Run.Status.FAILED
-        assert "did not start" in run.error
-        assert "exited with code" in run.error
-        # The end of vLLM's own log, which names the model it could not load.
-        assert "no-such-model" in run.error.partition("Last lines of its log")[2]
-    assert "received experiment" in celery_worker_process.read_text()
-    assert str(missing) not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    # The worker drops a server's pid record once every process of its group has ended.
-    assert not list(server_pid_dir(runs[0].worker_name).glob("*.pid"))
 
 
 def _check_schedule_was_followed(experiment: Experiment) -> None:

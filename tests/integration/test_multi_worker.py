@@ -6,18 +6,21 @@ demo target.
   few hundred tokens (SPECDASH_CPU_KVCACHE_GIB);
 - `pool` is a queue two workers listen on: b, which also serves its own `hostB`, and c.
 
-Four small experiments are submitted at once: two on `hostA`, two on `pool` through the API.
+Five small experiments are submitted at once: two on `hostA`, two on `pool`, one on `hostB`.
 Each vLLM server start costs most of a minute on a CPU host, so these are also the experiments
 that need a run of their own: on `hostA` the capacity experiment (more concurrent long outputs
 than its KV cache holds), then one that is cancelled in the middle of a run; on `pool` an
 uploaded set of chat messages with categories, on the chat endpoint (one experiment for both:
-the uploaded set's breakdown and the chat stream), and a synthetic workload of two input
-lengths. Beside them, on a stack of its own, scripts/fault_injection.py plays its
-fast scenarios. Side by side on a small host they slow one another, which none of the
-assertions here depends on (the experiments whose figures are judged, the A/A replicate and
-the calibration, run alone: tests/integration/test_execution.py). One test checks how the
-fleet ran its experiments, the others what each experiment stored or, for the cancelled one,
-what the worker did, and what the faults left:
+the uploaded set's breakdown and the chat stream), submitted through the API, and a synthetic
+workload of two input lengths, submitted by the command-line client over HTTP (a live server
+thread), which `--wait`s for its verdict table and exit status and asks for profiled
+intervals; on `hostB` one whose server cannot start. Beside them, on a stack of its own,
+scripts/fault_injection.py plays its fast scenarios. Side by side on a small host they slow
+one another, which none of the assertions here depends on (the experiments whose figures are
+judged, the A/A replicate and the calibration, run alone: tests/integration/test_execution.py).
+One test checks how the fleet ran its experiments, the others what each experiment stored or,
+for the cancelled one, what the worker did, what the command line printed, and what the faults
+left:
 
 - every run of the finished experiments was executed exactly once: succeeded at its first
   attempt, one summary, one environment snapshot, each measured prompt stored once, and each
@@ -41,33 +44,50 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
+from html import unescape
 from pathlib import Path
 
 import pytest
 import redis
 from django.conf import settings
+from django.test import Client
 from django.urls import reverse
+from pytest_django.live_server_helper import LiveServer
+from rest_framework.authtoken.models import Token
 
 from experiments.analysis.breakdowns import length_bucket
+from experiments.api import client as specdash_client
 from experiments.definition import services as definition
 from experiments.definition.services import ArmSpec
 from experiments.execution import services as execution
 from experiments.measurement.encoding.token_ids import unpack_token_ids
-from experiments.models import Arm, EnvironmentSnapshot, Experiment, RequestRecord, Run, RunSummary
+from experiments.measurement.engine import trace_shares
+from experiments.models import (
+    Arm,
+    EnvironmentSnapshot,
+    Experiment,
+    ExperimentAnalysis,
+    ProfiledInterval,
+    RequestRecord,
+    Run,
+    RunSummary,
+)
 from experiments.prompt_sets.services import prompt_set_upload
 from experiments.prompts.catalog import get_prompt_set, prompt_set_hash
 from experiments.prompts.input_lengths import parse_length_distribution
 from experiments.prompts.uploads import prompt_file_read
 from tests.api_helpers import submit_through_api, token_client
 from tests.factories import UserFactory, experiment_fields
-from tests.worker_fixtures import celery_workers, shared_rows, wait_for_experiment
+from tests.worker_fixtures import celery_workers, server_pid_records, shared_rows, wait_for_experiment
 from workers.server.chat_template import PLAIN_TEMPLATE
+from workers.server.profiling import MIN_REQUESTS
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGET = settings.SPECDASH_MODELS_DIR / "target"
 DRAFT = settings.SPECDASH_MODELS_DIR / "draft"
 pytestmark = [
-    pytest.mark.integration,
+    pytest.mark.worker,
+    pytest.mark.vllm,
     pytest.mark.shared_rows,
     pytest.mark.django_db,
     pytest.mark.skipif(not (TARGET / "config.json").exists(), reason="demo models not built (./dev test builds them)"),
@@ -84,6 +104,18 @@ WORKERS = [
 QUEUES = ["hostA", "hostB", "pool"]
 NGRAM_PARAMS = {"prompt_lookup_min": 2, "prompt_lookup_max": 4}
 TWO_LENGTHS = "6:1, 200:1"
+# The two-length workload, as a CI pipeline's spec file for the command-line client. Every output
+# runs to its 24 tokens (ignore_eos), so that every request has a decode phase whatever the tiny
+# model's numerics; the expectation reads the engine-timed TPOT (the default metric), which has a
+# ratio whatever the stream did. One block gives estimates but no verdict: it cannot hold.
+CLI_SPEC = {
+    "name": "two lengths on vllm", "workload_kind": "synthetic", "prompt_set": "", "input_lengths": TWO_LENGTHS,
+    "num_prompts": 6, "seed": 4, "worker_queue": "pool", "dtype": "float32", "max_tokens": 24, "ignore_eos": True,
+    "concurrency_levels": [1], "repetitions": 1, "warmup_requests": 1, "temperature": 0, "profile_intervals": True,
+    "arms": [{"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 2, "prompt_lookup_max": 3}],
+    "expect": ["n-gram lookup k=2 faster at concurrency <= 1"],
+}  # fmt: skip
+MISSING_MODEL = settings.SPECDASH_MODELS_DIR / "no-such-model"
 STOP_WITHIN_S = 30
 # Redis down at submission, the web server restarted while a page polls, the same task delivered twice.
 FAST_FAULTS = ["redis-down", "web-restart", "delivered-twice"]
@@ -103,6 +135,26 @@ class Cancelled:
 
 
 @dataclass
+class CommandLine:
+    """What the command-line client printed and how it exited, and its token."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    token: str
+
+
+@dataclass
+class Unstartable:
+    """The experiment whose server cannot start, and what ran once it had failed: the process
+    table, and the worker's server-pid records naming its model."""
+
+    experiment: Experiment
+    processes: str
+    pid_records: list[str]
+
+
+@dataclass
 class Faults:
     """What scripts/fault_injection.py printed and how it exited."""
 
@@ -119,6 +171,8 @@ class Fleet:
     chat: Experiment
     lengths: Experiment
     cancelled: Cancelled
+    unstartable: Unstartable
+    cli: CommandLine
     chat_set: object
     faults: Faults
     logs: dict[str, str]
@@ -175,6 +229,65 @@ def _submit_to_cancel(owner) -> Experiment:
         # between the poll and the cancel).
         request_rate=2.0,
     )  # fmt: skip
+
+
+def _submit_unstartable(owner) -> int:
+    """The baseline alone, on a model that is not there: one server that cannot start fails the
+    runs it was to serve."""
+    return definition.experiment_create(
+        owner=owner, arms=[],
+        **experiment_fields(
+            name="cannot start", target_model=str(MISSING_MODEL), prompt_set="code_edit",
+            prompt_set_hash=prompt_set_hash("code_edit"), num_prompts=6, max_tokens=32, concurrency_levels=[1, 4],
+            repetitions=1, warmup_requests=1, worker_queue="hostB",
+        ),
+    ).id  # fmt: skip
+
+
+@contextlib.contextmanager
+def _live_server():
+    """A live HTTP server thread on the test database (pytest-django's, without its fixture,
+    which would make every test of the module a transactional one and flush the fleet's rows)."""
+    server = LiveServer("localhost")
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@contextlib.contextmanager
+def _command_line(url: str, token: str, folder: Path):
+    """The command-line client, as a CI pipeline runs it: submits CLI_SPEC over HTTP and waits;
+    yields a callable that waits for its exit. Its experiment exists once this returns."""
+    spec = folder / "spec.json"
+    spec.write_text(json.dumps(CLI_SPEC))
+    args = [sys.executable, "-m", "experiments.api.client", str(spec), "--wait", "--poll", "1", "--timeout", "1500"]
+    process = subprocess.Popen(
+        [*args, "--url", url, "--token", token], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+    def result() -> CommandLine:
+        stdout, stderr = process.communicate(timeout=1600)
+        return CommandLine(process.returncode, stdout, stderr, token)
+
+    try:
+        _poll(
+            lambda: process.poll() is not None or Experiment.objects.filter(name=CLI_SPEC["name"]).exists(),
+            timeout_s=120,
+            what="the command line's experiment submitted",
+        )
+        yield result
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            process.wait(timeout=60)
+
+
+def _unstartable(experiment_id: int) -> Unstartable:
+    experiment = wait_for_experiment(experiment_id, timeout_s=900)
+    worker_names = set(experiment.runs.values_list("worker_name", flat=True))
+    records = [text for name in worker_names for text in server_pid_records(name) if str(MISSING_MODEL) in text]
+    return Unstartable(experiment, _processes(), records)
 
 
 def _poll(condition, *, timeout_s: float, what: str):
@@ -241,8 +354,9 @@ def _run_fleet() -> Fleet:
     # Tasks an interrupted earlier session left on these queues name experiments of its database.
     redis.Redis.from_url(settings.CELERY_BROKER_URL).delete(*QUEUES)
     owner = UserFactory(username="fleet")
+    token = Token.objects.create(user=owner).key
     chat_set = _chat_set(owner)
-    with _faults_played() as faults:
+    with _faults_played() as faults, _live_server() as url, tempfile.TemporaryDirectory() as folder:
         with celery_workers(WORKERS) as workers:
             started = time.monotonic()
             ids = [
@@ -258,17 +372,19 @@ def _run_fleet() -> Fleet:
                     ignore_eos=True, max_tokens=32,
                     arms=[{"method": "draft_model", "num_speculative_tokens": 2, "model": str(DRAFT)}],
                 ),
-                submit_through_api(
-                    owner, name="two lengths on vllm", workload_kind="synthetic", prompt_set="",
-                    input_lengths=TWO_LENGTHS, num_prompts=6, seed=4, worker_queue="pool",
-                ),
             ]  # fmt: skip
-            cancelled = Cancelled(_submit_to_cancel(owner))
-            try:
-                _cancel_mid_run(cancelled)
-            except Exception as error:  # the cancel test fails with it; the others still run
-                cancelled.error = error
-            done = [wait_for_experiment(experiment_id, timeout_s=1500) for experiment_id in ids]
+            # The second experiment on `pool`, submitted and followed by the command line.
+            with _command_line(url, token, Path(folder)) as command_line:
+                ids.append(Experiment.objects.get(name=CLI_SPEC["name"]).id)
+                unstartable_id = _submit_unstartable(owner)
+                cancelled = Cancelled(_submit_to_cancel(owner))
+                try:
+                    _cancel_mid_run(cancelled)
+                except Exception as error:  # the cancel test fails with it; the others still run
+                    cancelled.error = error
+                unstartable = _unstartable(unstartable_id)
+                done = [wait_for_experiment(experiment_id, timeout_s=1500) for experiment_id in ids]
+                cli = command_line()
             wall_s = time.monotonic() - started
             logs = {worker.node: worker.log_path.read_text() for worker in workers}
             snapshots = EnvironmentSnapshot.objects.filter(run__experiment__in=[*ids, cancelled.experiment.id])
@@ -276,7 +392,9 @@ def _run_fleet() -> Fleet:
         running_after = _processes()
         played = faults()
     nodes = tuple(worker.node for worker in workers)
-    return Fleet(owner, nodes, *done, cancelled, chat_set, played, logs, commands, running_after, wall_s)
+    return Fleet(
+        owner, nodes, *done, cancelled, unstartable, cli, chat_set, played, logs, commands, running_after, wall_s
+    )
 
 
 @pytest.fixture(scope="module")
@@ -317,12 +435,13 @@ def test_workers_take_their_queues_run_each_experiment_whole_and_share_a_queue_f
 
     for experiment in done:
         _assert_executed_once(experiment)
-    for experiment in [*done, fleet.cancelled.experiment]:
+    for experiment in [*done, fleet.cancelled.experiment, fleet.unstartable.experiment]:
         assert len(_received(fleet.logs, experiment)) == 1
     workers_of = {e.id: set(e.runs.values_list("worker_name", flat=True)) for e in done}
     assert all(len(names) == 1 for names in workers_of.values()), workers_of  # never split
     assert workers_of[fleet.capacity.id] == {a}
     assert set(fleet.cancelled.experiment.runs.exclude(worker_name="").values_list("worker_name", flat=True)) == {a}
+    assert set(fleet.unstartable.experiment.runs.values_list("worker_name", flat=True)) == {b}
     pooled = [fleet.chat, fleet.lengths]
     assert workers_of[pooled[0].id] | workers_of[pooled[1].id] == {b, c}  # one each
 
@@ -465,7 +584,109 @@ def test_cancel_stops_the_load_and_the_server_and_keeps_the_completed_run(fleet)
     print(f"vLLM server stopped {cancelled.stopped_after_s:.1f} s after the cancel")
 
 
+def test_a_server_that_cannot_start_fails_its_runs_with_the_log_tail(fleet):
+    experiment = fleet.unstartable.experiment
+    assert experiment.status == Experiment.Status.FAILED
+    runs = list(experiment.runs.all())
+    assert len(runs) == 2  # levels 1 and 4
+    for run in runs:
+        assert run.status == Run.Status.FAILED
+        assert "did not start" in run.error
+        assert "exited with code" in run.error
+        # The end of vLLM's own log, which names the model it could not load.
+        assert "no-such-model" in run.error.partition("Last lines of its log")[2]
+    assert str(MISSING_MODEL) not in fleet.unstartable.processes
+    # The worker drops a server's pid record once every process of its group has ended.
+    assert fleet.unstartable.pid_records == []
+
+
+# ---------------------------------------------------------------- the command line, the API and the page
+
+
+def test_wait_follows_a_real_experiment_to_its_verdicts(fleet):
+    """The command line submitted the two-length experiment over HTTP, `--wait` followed it to
+    the verdict table and the exit status, and the API's numbers are the experiment page's. The
+    spec asks for profiled intervals, so each arm's server also profiled one interval, stored
+    apart from the statistics."""
+    cli = fleet.cli
+    experiment = fleet.lengths
+    assert experiment.status == Experiment.Status.FINISHED, cli.stdout + cli.stderr[-3000:]
+    # One block gives estimates but no verdict, so the expectation cannot hold.
+    assert cli.returncode == specdash_client.NOT_HELD, cli.stdout + cli.stderr[-3000:]
+    out = cli.stdout
+    assert re.search(r"running: \d/2 runs done", out), out
+    assert "finished: 2/2 runs done (2 succeeded, 0 failed)" in out
+    assert re.search(r"n-gram lookup k=2 +too few blocks \d", out), out
+    assert "NOT HELD: n-gram lookup k=2 faster at concurrency <= 1 (at 1: too few blocks" in out
+    _check_api_numbers_equal_the_pages(experiment, fleet.owner, cli.token)
+
+
+def _check_api_numbers_equal_the_pages(experiment, user, token):
+    page = Client()
+    page.force_login(user)
+    html = page.get(reverse("experiments:detail", args=[experiment.pk])).content.decode()
+    chart = json.loads(re.search(r'<script id="results-data" type="application/json">(.*?)</script>', html, re.S)[1])
+    api = Client(headers={"Authorization": f"Token {token}"})
+    body = api.get(reverse("api:experiment-results", args=[experiment.pk])).json()
+    cells = {(c["arm_id"], c["level"]): c["metrics"] for c in body["summaries"]}
+    assert len(cells) == len(chart["cells"]) == 2
+    for page_cell in chart["cells"]:
+        metrics = cells[(page_cell["arm"], page_cell["level"])]
+        assert all([s["mean"], s["min"], s["max"]] == page_cell[column] for column, s in metrics.items())
+    speedups = {(s["arm_id"], s["level"], s["metric"]): s for s in body["speedups"]}
+    for point in chart["speedups"]:
+        mine = speedups[(point["arm"], point["level"], point["metric"])]
+        assert (mine["point"], mine["ci_low"], mine["ci_high"], mine["outcome"]) == (
+            point["point"], point["lo"], point["hi"], point["outcome"]
+        )  # fmt: skip
+    requests = api.get(reverse("api:experiment-requests", args=[experiment.pk])).json()
+    assert requests["count"] == 2 * CLI_SPEC["num_prompts"]
+    _check_step_accounting(experiment, body, html)
+    _check_profiled_intervals(experiment, html)
+
+
+def _check_step_accounting(experiment, body, html):
+    """The n-gram arm's steps were counted and timed against the baseline's, and the page and
+    the API show the stored figures."""
+    accounting = ExperimentAnalysis.objects.get(experiment=experiment).series["step_accounting"]
+    arm = experiment.arms.get(method=Arm.Method.NGRAM)
+    row = next(row for row in accounting["rows"] if row["arm_id"] == arm.id)
+    assert row["steps"] > 0
+    assert row["tokens_per_step"] >= 1
+    assert row["step_ms"] > 0
+    assert row["baseline_step_ms"] > 0
+    assert row["relative_cost"]["point"] == pytest.approx(row["step_ms"] / row["baseline_step_ms"])
+    assert row["margin"]["point"] == pytest.approx(row["tokens_per_step"] / row["relative_cost"]["point"])
+    assert body["series"]["step_accounting"] == accounting
+    assert unescape(accounting["sentences"][0]["text"]) in unescape(html)
+
+
+def _check_profiled_intervals(experiment, html):
+    """Each arm profiled one interval after its measured run: its trace is on disk, its shares
+    sum to one, and it is not among the requests counted above (2 × num_prompts)."""
+    intervals = {i.arm.method: i for i in ProfiledInterval.objects.filter(experiment=experiment).select_related("arm")}
+    assert sorted(intervals) == ["baseline", "ngram"]
+    for interval in intervals.values():
+        assert interval.error == ""
+        # The first measured prompts, a full batch at level 1 and at least MIN_REQUESTS.
+        assert (interval.concurrency, interval.requests, interval.completed) == (1, MIN_REQUESTS, MIN_REQUESTS)
+        assert interval.steps > 0
+        assert (settings.DATA_DIR / interval.trace_path).stat().st_size == interval.trace_bytes
+        shares = [getattr(interval, f"share_{phase}") for phase in trace_shares.PHASES]
+        assert all(share >= 0 for share in shares)
+        assert sum(shares) == pytest.approx(1.0, abs=1e-6)
+        assert interval.share_verifying > 0
+    assert intervals["baseline"].share_proposing == 0.0
+    assert intervals["ngram"].share_proposing > 0
+    assert 'id="table-profile"' in html
+    assert 'id="chart-step-time"' in html
+
+
+# ---------------------------------------------------------------- the faults
+
+
 def _fault_rows(table: str) -> list[list[str]]:
+
     lines = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| scenario")]
     return [[cell.strip() for cell in line.strip("|").split("|")] for line in lines]
 
