@@ -10,9 +10,7 @@ from specdash.settings import *  # noqa: F403
 # A commit does not wait for its WAL to reach the disk: a crash could lose the last commits of
 # a test database, never corrupt it, and `./dev up`'s database keeps fsync and durable commits
 # (only connections made with these settings, the suite's and its workers', skip the wait).
-DATABASES["default"]["OPTIONS"] = DATABASES["default"].get("OPTIONS", {}) | {  # noqa: F405
-    "options": "-c synchronous_commit=off"
-}
+DATABASES["default"]["OPTIONS"] = {"options": "-c synchronous_commit=off"}  # noqa: F405
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 STORAGES = {
