@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from experiments import lifecycle, teams
 from experiments.analysis.services import experiment_analyse
-from experiments.definition.forms import ARM_FORMSET_PREFIX
+from experiments.definition.forms.arms import ARM_FORMSET_PREFIX
 from experiments.execution import services as execution
 from experiments.measurement.encoding.packed import FLOAT64
 from experiments.measurement.engine import stream_fidelity

@@ -13,7 +13,7 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
-from experiments.definition.forms import reject_controls
+from experiments.form_kit import reject_controls
 from experiments.models import Arm, Experiment, UploadedPromptSet
 from experiments.rules import json_input
 

@@ -11,7 +11,7 @@ import subprocess
 import pytest
 from django.conf import settings
 
-from experiments.definition.forms import SPECULATIVE_METHODS
+from experiments.definition.forms.arms import SPECULATIVE_METHODS
 from experiments.measurement.deploy import batch_schedule
 from experiments.models import Arm
 from experiments.rules import server_settings

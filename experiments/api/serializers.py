@@ -14,7 +14,8 @@ from django.utils.choices import CallableChoiceIterator
 from rest_framework import serializers
 
 from experiments.api.submission import ARMS_KEY
-from experiments.definition.forms import ArmForm, ExperimentForm
+from experiments.definition.forms.arms import ArmForm
+from experiments.definition.forms.experiment import ExperimentForm
 from experiments.measurement.deploy import batch_schedule
 from experiments.measurement.engine import stream_fidelity
 from experiments.models import Experiment, RequestRecord, Run, RunSummary

@@ -16,7 +16,8 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db import models
 
 from experiments.definition import prefill
-from experiments.definition.forms import ARM_FORMSET_PREFIX, ArmForm, ArmFormSet, ExperimentForm, protocol_is_valid
+from experiments.definition.forms.arms import ARM_FORMSET_PREFIX, ArmForm, ArmFormSet
+from experiments.definition.forms.experiment import ExperimentForm, protocol_is_valid
 from experiments.definition.services import ArmSpec
 from experiments.measurement.deploy import batch_schedule
 from experiments.models import Experiment

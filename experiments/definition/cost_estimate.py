@@ -4,7 +4,8 @@ queue's recorded costs (experiments/analysis/device_time.py). Reads only."""
 
 from experiments.analysis import device_time
 from experiments.analysis.variance import ONE_SERVER_PER_RUN_METHODS
-from experiments.definition.forms import BaseArmFormSet, ExperimentForm
+from experiments.definition.forms.arms import BaseArmFormSet
+from experiments.definition.forms.experiment import ExperimentForm
 from experiments.measurement.planning import device_cost
 from experiments.measurement.planning.limits import Size
 from experiments.models import Arm, Experiment

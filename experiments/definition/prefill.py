@@ -10,8 +10,10 @@ import json
 
 from django import forms
 
-from experiments.definition.forms import ARM_FORMSET_PREFIX, PATH_METHODS, ExperimentForm, TeamForm, model_choice_field
-from experiments.definition.objective_fields import objective_initial
+from experiments.definition.forms.arms import ARM_FORMSET_PREFIX, PATH_METHODS
+from experiments.definition.forms.experiment import ExperimentForm
+from experiments.definition.forms.objective import objective_initial
+from experiments.form_kit import TeamForm, model_choice_field
 from experiments.measurement.deploy import batch_schedule
 from experiments.models import Arm, Experiment
 from experiments.prompts import catalog

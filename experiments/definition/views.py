@@ -11,14 +11,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from experiments import submissions
 from experiments.definition import cost_estimate, prefill
 from experiments.definition import services as definition
-from experiments.definition.forms import (
-    ARM_FORMSET_PREFIX,
-    ArmFormSet,
-    BaseArmFormSet,
-    BudgetForm,
-    ExperimentForm,
-    protocol_is_valid,
-)
+from experiments.definition.forms.arms import ARM_FORMSET_PREFIX, ArmFormSet, BaseArmFormSet
+from experiments.definition.forms.experiment import BudgetForm, ExperimentForm, protocol_is_valid
 from experiments.definition.prefill import OriginForm, RerunForm
 from experiments.execution import services as execution
 from experiments.execution import worker_queues

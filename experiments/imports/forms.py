@@ -6,7 +6,7 @@ stored; the cleaned files carry their stated methods to the import."""
 
 from django import forms
 
-from experiments.definition.forms import TeamForm, reject_controls, reject_markup
+from experiments.form_kit import TeamForm, reject_controls, reject_markup
 from experiments.imports import bench_files
 from experiments.imports import methods as import_methods
 from experiments.imports.services import arms_from_files

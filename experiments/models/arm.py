@@ -109,7 +109,7 @@ class Arm(models.Model):
         return self.method != self.Method.BASELINE
 
     # The keys of vLLM's --speculative-config that specdash sets for each method, beside method
-    # and num_speculative_tokens: the experiment form's fields (experiments/definition/forms.py), and all an
+    # and num_speculative_tokens: the experiment form's fields (experiments/definition/forms/), and all an
     # imported config may carry (experiments/imports/services.py). tests/test_vllm_config_keys.py checks
     # them against the installed vLLM's SpeculativeConfig.
     PARAM_KEYS = {

@@ -3,7 +3,7 @@
 
 from django import forms
 
-from experiments.definition.forms import TeamForm
+from experiments.form_kit import TeamForm
 from experiments.prompts import uploads as prompt_uploads
 
 

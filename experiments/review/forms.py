@@ -7,8 +7,8 @@ from django import forms
 
 from experiments.analysis.verdict_grid import SPEEDUP_METRICS
 from experiments.decisions.services import DecisionSpec
-from experiments.definition.forms import reject_controls_multiline
 from experiments.definition.speculative_configs import config_problem
+from experiments.form_kit import reject_controls_multiline
 from experiments.models import Arm, Decision, Experiment, SpeedupEstimate
 from experiments.rules import commands
 

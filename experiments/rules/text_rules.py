@@ -1,4 +1,4 @@
-"""The rules for text a user gives, one copy for every door: the forms (experiments/definition/forms.py),
+"""The rules for text a user gives, one copy for every door: the forms (experiments/definition/forms/),
 the API (through the forms), imported result files (experiments/imports/bench_files.py) and uploaded
 prompt sets (experiments/prompts/uploads.py). Free of Django: each rule returns what is wrong
 with the text, or None, and each door says it in its own words (a form error, a refused file).

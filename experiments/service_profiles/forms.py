@@ -6,13 +6,7 @@ from collections.abc import Collection
 
 from django import forms
 
-from experiments.definition.forms import (
-    PRIMARY_METRIC_CHOICES,
-    TeamForm,
-    clean_model_path,
-    reject_controls,
-    reject_markup,
-)
+from experiments.form_kit import PRIMARY_METRIC_CHOICES, TeamForm, clean_model_path, reject_controls, reject_markup
 from experiments.models import ServiceProfile
 from experiments.rules import service_load
 from experiments.service_profiles.services import ServiceProfileSpec

@@ -9,7 +9,6 @@ import re
 from html import unescape
 
 import pytest
-from django import forms as django_forms
 from django.urls import reverse
 
 from experiments.analysis import acceptance_sweep, loader
@@ -25,7 +24,8 @@ from experiments.analysis.acceptance_sweep import (
 )
 from experiments.api.submission import spec_from_experiment, submission_from_spec
 from experiments.definition import services as definition
-from experiments.definition.forms import ARM_FORMSET_PREFIX, ArmForm, ArmFormSet, ExperimentForm, parse_synthetic_sweep
+from experiments.definition.forms.arms import ARM_FORMSET_PREFIX, ArmForm, ArmFormSet
+from experiments.definition.forms.experiment import ExperimentForm
 from experiments.models import Arm, ExperimentAnalysis, RequestRecord, Run, RunSummary, SpeedupEstimate
 from experiments.review import history
 from tests.factories import (
@@ -106,22 +106,6 @@ def test_the_sentence_gives_the_real_tau_and_each_levels_need():
 
 
 # ---------------------------------------------------------------- what the user asks for
-
-
-def test_sweep_lengths_are_between_1_and_k_plus_1():
-    assert parse_synthetic_sweep("2.5, 1.5;2", k=3) == [1.5, 2.0, 2.5]
-    assert parse_synthetic_sweep("", k=3) == []
-    assert parse_synthetic_sweep("1, 4", k=3) == [1.0, 4.0]
-    for text, message in (
-        ("4.5", r"outside 1 to k \+ 1 = 4"),
-        ("0.5", "outside"),
-        ("2, 2.0", "twice"),
-        ("x", "not a number"),
-    ):
-        with pytest.raises(django_forms.ValidationError, match=message):
-            parse_synthetic_sweep(text, k=3)
-    with pytest.raises(django_forms.ValidationError, match="At most 6"):
-        parse_synthetic_sweep("1, 1.5, 2, 2.5, 3, 3.5, 4", k=3)
 
 
 def test_the_arm_form_checks_the_sweep_against_its_k():

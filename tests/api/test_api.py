@@ -16,7 +16,8 @@ from rest_framework.authtoken.models import Token
 
 from experiments.api import serializers
 from experiments.api.submission import spec_from_experiment
-from experiments.definition.forms import ArmForm, ExperimentForm
+from experiments.definition.forms.arms import ArmForm
+from experiments.definition.forms.experiment import ExperimentForm
 from experiments.models import Arm, Experiment, RequestRecord, Run
 from tests.factories import (
     DRAFT_ARM_FORM,

@@ -13,7 +13,7 @@ from django.utils.html import escape
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from experiments.definition.forms import ARM_FORMSET_PREFIX
+from experiments.definition.forms.arms import ARM_FORMSET_PREFIX
 from experiments.models import Arm, Comment, Decision, Experiment, Run, UploadedPromptSet
 from tests.factories import NGRAM_ARM_FORM, ExperimentFactory, UserFactory, form_data
 from tests.phases import examples

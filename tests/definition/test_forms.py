@@ -6,7 +6,8 @@ from django.conf import settings
 from django.urls import reverse
 
 from experiments.definition import services as definition
-from experiments.definition.forms import ARM_FORMSET_PREFIX, ArmFormSet, ExperimentForm, protocol_is_valid
+from experiments.definition.forms.arms import ARM_FORMSET_PREFIX, ArmFormSet
+from experiments.definition.forms.experiment import ExperimentForm, protocol_is_valid
 from experiments.models import Arm, Experiment, Run
 from experiments.prompts import catalog
 from tests.factories import DRAFT_ARM_FORM, NGRAM_ARM_FORM, UserFactory, form_data

@@ -6,7 +6,9 @@ import os
 import pytest
 from django.urls import reverse
 
-from experiments.definition.forms import ARM_FORMSET_PREFIX, MAX_ARMS, ArmFormSet, ExperimentForm, clean_model_path
+from experiments.definition.forms.arms import ARM_FORMSET_PREFIX, MAX_ARMS, ArmFormSet
+from experiments.definition.forms.experiment import ExperimentForm
+from experiments.form_kit import clean_model_path
 from experiments.models import Experiment
 from experiments.results.exports import csv_lines, run_summary_export
 from tests.factories import NGRAM_ARM_FORM, ArmFactory, RunSummaryFactory, UserFactory, form_data

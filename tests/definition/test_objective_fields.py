@@ -1,4 +1,4 @@
-"""The experiment form's service objective (experiments/definition/objective_fields.py): a
+"""The experiment form's service objective (experiments/definition/forms/objective.py): a
 preset sets the primary metric and the guards, custom takes the ticked ones, and what cannot be
 tested is refused by name; a clone shows the objective again."""
 
@@ -6,7 +6,7 @@ import pytest
 
 from experiments.definition import prefill
 from experiments.definition import services as definition
-from experiments.definition.forms import protocol_is_valid
+from experiments.definition.forms.experiment import protocol_is_valid
 from tests.definition.test_forms import bind
 from tests.factories import UserFactory, form_data
 

@@ -1,5 +1,5 @@
 """The experiment form's break-even search: a range and a resolution instead of listed levels
-(experiments/definition/forms.py), through the form, the create page and the API's spec."""
+(experiments/definition/forms/), through the form, the create page and the API's spec."""
 
 import pytest
 from django.urls import reverse

@@ -4,7 +4,7 @@ within the rules the form applies to everyone else's experiments."""
 import pytest
 from django.core.management import call_command
 
-from experiments.definition.forms import ExperimentForm
+from experiments.definition.forms.experiment import ExperimentForm
 from experiments.management.commands.submit_demo import DEMO_NAME, demo_fields
 from experiments.models import Arm, Experiment
 from tests.factories import UserFactory

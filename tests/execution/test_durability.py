@@ -19,7 +19,7 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
 from experiments.definition import services as definition
-from experiments.definition.forms import ExperimentForm
+from experiments.definition.forms.experiment import ExperimentForm
 from experiments.execution import dispatch, worker_queues
 from experiments.execution import services as execution
 from experiments.measurement.engine import capacity, prom, stream_fidelity

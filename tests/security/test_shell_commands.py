@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from experiments.decisions import services as decisions
 from experiments.decisions.services import DecisionSpec
-from experiments.definition.forms import clean_model_path
 from experiments.definition.speculative_configs import config_problem
+from experiments.form_kit import clean_model_path
 from experiments.models import Decision, EnvironmentSnapshot
 from experiments.rules import commands
 from experiments.rules.model_paths import model_path_refusal

@@ -3,7 +3,7 @@
 The worker stops a run past its limit (workers/runner.py). The experiment's task holds its
 broker message unacknowledged until it ends (late acknowledgement, so that a killed worker's
 experiment is delivered again), so the broker's visibility timeout must be longer than the
-longest task: the experiment form refuses one whose limit is not (experiments/definition/forms.py).
+longest task: the experiment form refuses one whose limit is not (experiments/definition/forms/).
 Free of Django models: the form and the worker both use it.
 """
 
