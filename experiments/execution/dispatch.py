@@ -15,7 +15,7 @@ import os
 from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
@@ -33,7 +33,7 @@ DISPATCH_GRACE = timedelta(seconds=5)
 EXECUTE_TASK = "workers.tasks.experiment_execute"
 
 
-def task_send(*, args: list, queue: str) -> None:
+def task_send(*, args: list[object], queue: str) -> None:
     """Send the experiment task by its name to a worker queue."""
     app.send_task(EXECUTE_TASK, args=args, queue=queue)
 
@@ -112,7 +112,7 @@ def experiment_lease_release(*, experiment_id: int, owner: str) -> None:
     Experiment.objects.filter(id=experiment_id, lease_owner=owner).update(lease_owner="", lease_at=None)
 
 
-def runs_requeue(runs, *, reason: str, max_attempts: int = MAX_ATTEMPTS) -> None:
+def runs_requeue(runs: QuerySet[Run], *, reason: str, max_attempts: int = MAX_ATTEMPTS) -> None:
     """Queue runs again, or fail those tried `max_attempts` times."""
     runs.filter(attempts__gte=max_attempts).update(
         status=Run.Status.FAILED,

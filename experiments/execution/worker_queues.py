@@ -11,6 +11,7 @@ can tell, and the answer says so instead of claiming that no worker listens.
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
@@ -69,7 +70,7 @@ class LiveQueues:
 
 def live_queues() -> LiveQueues:
     """The experiment queues with live workers, at most CACHE_S seconds old."""
-    answer = cache.get(CACHE_KEY)
+    answer: LiveQueues | None = cache.get(CACHE_KEY)
     if answer is None:
         answer = _ask_workers()
         cache.set(CACHE_KEY, answer, CACHE_S)
@@ -99,7 +100,7 @@ def synthetic_sweep_notice(queue: str) -> str | None:
     )
 
 
-def inspect_workers() -> tuple[dict, dict]:
+def inspect_workers() -> tuple[dict[str, Any], dict[str, Any]]:
     """Celery's raw replies: the queues of each live worker, then the hardware of those
     workers. Raises kombu's OperationalError when Redis cannot be reached."""
     queues = app.control.inspect(timeout=INSPECT_TIMEOUT_S).active_queues() or {}
@@ -121,7 +122,7 @@ def _ask_workers() -> LiveQueues:
     return queues_from_replies(queues, hardware)
 
 
-def queues_from_replies(queues: dict, hardware: dict) -> LiveQueues:
+def queues_from_replies(queues: dict[str, Any], hardware: dict[str, Any]) -> LiveQueues:
     """Group the workers' replies by queue, the control queue left out."""
     by_queue: dict[str, list[str]] = {}
     for worker, consumed in queues.items():
@@ -141,14 +142,14 @@ def queues_from_replies(queues: dict, hardware: dict) -> LiveQueues:
     )
 
 
-def _gpu_count(reply) -> int | None:
+def _gpu_count(reply: object) -> int | None:
     """The GPUs a worker reported; None when it did not report its hardware."""
     if not isinstance(reply, dict) or "gpu_count" not in reply:
         return None
     return reply.get("gpu_count") or 0
 
 
-def _hardware_of(reply) -> str:
+def _hardware_of(reply: Any) -> str:
     """The label the history filters use ("1 × NVIDIA H100", "CPU: …"); "" when not reported."""
     gpu_count = _gpu_count(reply)
     if gpu_count is None:
