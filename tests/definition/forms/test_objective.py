@@ -7,7 +7,7 @@ import pytest
 from experiments.definition import prefill
 from experiments.definition import services as definition
 from experiments.definition.forms.experiment import protocol_is_valid
-from tests.definition.test_forms import bind
+from tests.definition.forms.helpers import bind
 from tests.factories import UserFactory, form_data
 
 pytestmark = pytest.mark.django_db

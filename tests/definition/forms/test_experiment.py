@@ -1,37 +1,27 @@
-"""The experiment form and the arm formset: every bad input is refused on its own field
-and stores nothing; a good input becomes an experiment with arms, runs and a dispatch."""
+"""The experiment form and the arm formset (experiments/definition/forms/experiment.py): every bad
+input is refused on its own field and stores nothing; a good input becomes an experiment with
+arms, runs and a dispatch."""
 
 import pytest
 from django.conf import settings
 from django.urls import reverse
 
 from experiments.definition import services as definition
-from experiments.definition.forms.arms import ARM_FORMSET_PREFIX, ArmFormSet
 from experiments.definition.forms.experiment import ExperimentForm, protocol_is_valid
 from experiments.models import Arm, Experiment, Run
 from experiments.prompts import catalog
+from tests.definition.forms.helpers import bind
 from tests.factories import DRAFT_ARM_FORM, NGRAM_ARM_FORM, UserFactory, form_data
 
 # The form reads the user's teams and prompt sets.
 pytestmark = pytest.mark.django_db
 
+
 MODELS = settings.SPECDASH_MODELS_DIR
 
 
-def bind(data):
-    """The two forms as the create view binds them: the experiment form knows the posted arms."""
-    arms = ArmFormSet(data, prefix=ARM_FORMSET_PREFIX)
-    form = ExperimentForm(
-        data,
-        user=UserFactory(username="alice"),
-        speculative_arms=arms.total_form_count(),
-        sweep_lengths=arms.posted_sweep_lengths(),
-        draft_arms=arms.posted_draft_arms(),
-    )
-    return form, arms
-
-
 FIRST_K = ("arm", 0, "num_speculative_tokens")
+
 
 # (form data, where the error must be): "field" of the experiment form, ("arm", index,
 # field) of an arm ("__all__" for the arm as a whole), or "arms" for the formset.
@@ -219,146 +209,6 @@ def test_good_input_is_normalised():
     assert fields["request_rate"] is None
 
 
-def test_tensor_parallel_size_is_one_unless_asked_and_at_most_eight():
-    form, _ = bind(form_data())
-    assert form.is_valid(), form.errors
-    assert form.experiment_fields()["tensor_parallel_size"] == 1
-    form, _ = bind(form_data(tensor_parallel_size="4"))
-    assert form.is_valid(), form.errors
-    assert form.experiment_fields()["tensor_parallel_size"] == 4
-    for wrong, message in (("0", "greater than or equal to 1"), ("9", "less than or equal to 8")):
-        form, _ = bind(form_data(tensor_parallel_size=wrong))
-        assert not form.is_valid()
-        assert message in form.errors["tensor_parallel_size"][0]
-
-
-def test_server_settings_are_stored_as_given_and_empty_ones_left_to_vllm():
-    form, arms = bind(
-        form_data(
-            gpu_memory_utilization="0.85", max_num_seqs="64", kv_cache_dtype="fp8", tensor_parallel_size="2",
-            arms=[{**DRAFT_ARM_FORM, "draft_tensor_parallel_size": "1"}, {**DRAFT_ARM_FORM, "label": "tp 2"}],
-        )
-    )  # fmt: skip
-
-    assert protocol_is_valid(form, arms), (form.errors, arms.errors)
-    fields = form.experiment_fields()
-    assert (fields["gpu_memory_utilization"], fields["max_num_seqs"], fields["kv_cache_dtype"]) == (0.85, 64, "fp8")
-    assert (fields["max_num_batched_tokens"], fields["quantization"]) == (None, "")
-    draft_tp1, draft = arms.arm_specs()
-    assert draft_tp1.params["draft_tensor_parallel_size"] == 1
-    assert "draft_tensor_parallel_size" not in draft.params
-    assert definition.arm_default_label(draft_tp1) == "Draft model k=4 draft TP 1"
-
-
-def test_server_setting_errors_say_what_vllm_takes():
-    form, arms = bind(
-        form_data(
-            gpu_memory_utilization="1.5", max_num_seqs="64", max_num_batched_tokens="32", tensor_parallel_size="4",
-            arms=[{**DRAFT_ARM_FORM, "draft_tensor_parallel_size": "2"}],
-        )
-    )  # fmt: skip
-    protocol_is_valid(form, arms)
-
-    assert form.errors["gpu_memory_utilization"] == [
-        "GPU memory utilization must be greater than 0 and at most 1 (got 1.5)."
-    ]
-    assert form.errors["max_num_batched_tokens"] == [
-        "Max batched tokens per step must be at least max_num_seqs (64): vLLM refuses a token budget below the "
-        "sequences per step."
-    ]
-    assert arms.forms[0].errors["draft_tensor_parallel_size"] == [
-        "Draft tensor parallel size must be 1 or the target's tensor parallel size (4): vLLM 0.32 refuses 2."
-    ]
-
-
-def test_an_ngram_arm_ignores_a_draft_tensor_parallel_size():
-    form, arms = bind(form_data(arms=[{**NGRAM_ARM_FORM, "draft_tensor_parallel_size": "3"}], tensor_parallel_size="4"))
-
-    assert protocol_is_valid(form, arms), arms.errors
-    assert "draft_tensor_parallel_size" not in arms.arm_specs()[0].params
-
-
-NGRAM_GPU_ARM_FORM = {**NGRAM_ARM_FORM, "method": "ngram_gpu"}
-
-
-def test_an_ngram_gpu_arm_takes_the_lookup_lengths():
-    form, arms = bind(form_data(arms=[{**NGRAM_GPU_ARM_FORM, "prompt_lookup_min": "1", "prompt_lookup_max": "3"}]))
-
-    assert protocol_is_valid(form, arms), arms.errors
-    (spec,) = arms.arm_specs()
-    assert (spec.method, spec.num_speculative_tokens) == ("ngram_gpu", 4)
-    assert spec.params == {"prompt_lookup_min": 1, "prompt_lookup_max": 3}
-
-
-@pytest.mark.parametrize(
-    ("lookup", "field", "message"),
-    [
-        ({"prompt_lookup_min": "5", "prompt_lookup_max": "3"}, "prompt_lookup_min", "Lookup min (5) must not exceed"),
-        ({"prompt_lookup_max": ""}, "prompt_lookup_max", "n-gram arms need this."),
-        ({"prompt_lookup_min": "0"}, "prompt_lookup_min", "greater than or equal to 1"),
-    ],
-)
-def test_an_ngram_gpu_arm_is_held_to_the_ngram_rules(lookup, field, message):
-    form, arms = bind(form_data(arms=[{**NGRAM_GPU_ARM_FORM, **lookup}]))
-
-    assert not protocol_is_valid(form, arms)
-    assert message in " ".join(arms.forms[0].errors[field])
-
-
-def test_ngram_and_ngram_gpu_with_the_same_settings_are_two_arms():
-    form, arms = bind(form_data(arms=[NGRAM_ARM_FORM, NGRAM_GPU_ARM_FORM]))
-
-    assert protocol_is_valid(form, arms), arms.errors
-    assert [spec.method for spec in arms.arm_specs()] == ["ngram", "ngram_gpu"]
-
-
-def test_the_page_shows_the_lookup_lengths_for_both_ngram_methods(logged_in_client):
-    html = logged_in_client.get(reverse("experiments:create")).text
-
-    assert html.count('data-methods="ngram ngram_gpu"') == 4  # two fields, in the first arm and the template
-
-
-def test_the_method_help_says_when_to_pick_which():
-    _, arms = bind(form_data())
-
-    help_text = str(arms.forms[0].fields["method"].help_text)
-    assert "async scheduling off for ngram and keeps it for ngram_gpu" in help_text
-    assert "CPU workers refuse ngram_gpu" in help_text
-    assert "Model Runner V2 does not support it" in help_text
-    assert "arctic-inference" in help_text
-
-
-def test_clean_sample_rules_say_what_is_wrong():
-    size = len(catalog.get_prompt_set("chat").prompts)
-    form, _ = bind(form_data(num_prompts=str(size), warmup_requests="2", concurrency_levels="1, 16"))
-    form.is_valid()
-
-    errors = " ".join(form.errors["num_prompts"])
-    assert f"The prompt set “chat” has {size} prompts" in errors
-    assert f"{size + 2} distinct ones" in errors
-    assert "At least 4 × the highest concurrency level (16) = 64 prompts" in errors
-
-
-def test_exactly_enough_prompts_is_accepted():
-    size = len(catalog.get_prompt_set("chat").prompts)
-    form, _ = bind(form_data(num_prompts=str(size - 2), warmup_requests="2", concurrency_levels="1, 4"))
-
-    assert form.is_valid(), form.errors
-    form, _ = bind(form_data(num_prompts="16", concurrency_levels="1, 4"))
-    assert form.is_valid(), form.errors
-
-
-def test_design_options_are_stored_as_the_model_takes_them():
-    form, _ = bind(
-        form_data(equivalence_margin="2.5", aa_replicate="on", server_per_block=None, sequential=None, repetitions="3")
-    )
-
-    assert form.is_valid(), form.errors
-    fields = form.experiment_fields()
-    assert fields["equivalence_margin"] == pytest.approx(0.025)
-    assert (fields["aa_replicate"], fields["server_per_block"], fields["repetitions"]) == (True, False, 3)
-
-
 def test_the_forms_defaults_are_the_models_and_pass_the_forms_own_rules():
     unbound = ExperimentForm(user=UserFactory(username="alice"))
     initial = {name: unbound.get_initial_for_field(field, name) for name, field in unbound.fields.items()}
@@ -377,67 +227,6 @@ def test_the_forms_defaults_are_the_models_and_pass_the_forms_own_rules():
         data.pop("aa_replicate", None)
         form, _ = bind(data)
         assert form.is_valid(), (prompt_set, form.errors)
-
-
-def test_synthetic_workload_drops_the_prompt_set():
-    form, _ = bind(form_data(workload_kind="synthetic", synthetic_input_len="100", prompt_set="chat"))
-
-    assert form.is_valid(), form.errors
-    assert form.experiment_fields()["prompt_set"] == ""
-    assert form.experiment_fields()["prompt_set_hash"] == ""
-    assert form.experiment_fields()["synthetic_input_len"] == 100
-
-
-def test_fields_of_the_other_workload_are_ignored():
-    form, _ = bind(form_data(synthetic_input_len="many"))
-
-    assert form.is_valid(), form.errors
-
-
-ARM_PARAMS = [
-    (NGRAM_ARM_FORM, {"prompt_lookup_min": 2, "prompt_lookup_max": 4}),
-    (DRAFT_ARM_FORM, {"model": str(MODELS / "draft")}),
-    ({"method": "eagle", "num_speculative_tokens": "3", "model": f"{MODELS}/eagle"}, {"model": f"{MODELS}/eagle"}),
-    ({"method": "eagle3", "num_speculative_tokens": "3", "model": f"{MODELS}/e3"}, {"model": f"{MODELS}/e3"}),
-    ({"method": "mtp", "num_speculative_tokens": "1"}, {}),
-    ({"method": "suffix", "num_speculative_tokens": "16"}, {}),
-]
-
-
-@pytest.mark.parametrize(("arm", "params"), ARM_PARAMS, ids=[arm["method"] for arm, _ in ARM_PARAMS])
-def test_arm_params_map_to_the_speculative_config(arm, params):
-    _, arms = bind(form_data(arms=[arm]))
-
-    assert arms.is_valid(), arms.errors
-    [spec] = arms.arm_specs()
-    assert spec.method == arm["method"]
-    assert spec.params == params
-
-
-def test_fields_another_method_uses_are_ignored():
-    mtp = {"method": "mtp", "num_speculative_tokens": "2", "prompt_lookup_min": "nine", "model": "/etc/x"}
-
-    _, arms = bind(form_data(arms=[mtp]))
-
-    assert arms.is_valid(), arms.errors
-    assert arms.arm_specs()[0].params == {}
-
-
-def test_removed_arms_are_ignored():
-    removed = {**DRAFT_ARM_FORM, "model": "", "DELETE": "on"}
-
-    _, arms = bind(form_data(arms=[removed, NGRAM_ARM_FORM]))
-
-    assert arms.is_valid(), arms.errors
-    assert [spec.method for spec in arms.arm_specs()] == ["ngram"]
-
-
-def test_same_method_and_k_with_other_params_is_not_a_duplicate():
-    other = {**NGRAM_ARM_FORM, "prompt_lookup_min": "1", "label": "n-gram 1-4"}
-
-    _, arms = bind(form_data(arms=[NGRAM_ARM_FORM, other]))
-
-    assert arms.is_valid(), arms.errors
 
 
 def test_any_model_path_when_the_installation_allows_it(settings):
@@ -477,52 +266,3 @@ def test_the_draft_cost_is_measured_when_a_draft_model_arm_is_posted():
     assert form.is_valid(), form.errors
     assert arms.is_valid()
     assert form.cleaned_data["draft_calibration"] is True
-
-
-def test_a_batch_size_schedule_is_stored_sorted_in_the_arms_params_and_label():
-    schedule = "[[9, 64, 0], [1, 8, 4]]"
-    form, arms = bind(form_data(arms=[{**NGRAM_ARM_FORM, "num_speculative_tokens_per_batch_size": schedule}]))
-
-    assert protocol_is_valid(form, arms), arms.errors
-    (spec,) = arms.arm_specs()
-    assert spec.params["num_speculative_tokens_per_batch_size"] == [[1, 8, 4], [9, 64, 0]]
-    assert definition.arm_default_label(spec) == "n-gram lookup k=4 by batch size"
-
-
-def test_an_arm_without_a_schedule_stores_none():
-    form, arms = bind(form_data(arms=[{**DRAFT_ARM_FORM, "num_speculative_tokens_per_batch_size": "  "}]))
-
-    assert protocol_is_valid(form, arms), arms.errors
-    assert "num_speculative_tokens_per_batch_size" not in arms.arm_specs()[0].params
-
-
-@pytest.mark.parametrize(
-    ("schedule", "message"),
-    [
-        ("1-8:4", "it must be a non-empty list of [range_start, range_end, k] bands"),
-        ("[]", "it must be a non-empty list of [range_start, range_end, k] bands"),
-        ("[[1, 8]]", "each entry must be [range_start, range_end, k] of whole numbers, not [1, 8]"),
-        ("[[0, 8, 4]]", "the batch sizes of [0, 8, 4] must be positive (vLLM refuses them)"),
-        ("[[1, 8, 4], [12, 9, 2]]", "[12, 9, 2] starts after it ends (vLLM refuses it)"),
-        ("[[1, 8, -1]]", "the k of [1, 8, -1] must be 0 (no speculation) or more (vLLM refuses it)"),
-        ("[[1, 8, 5]]", "the k of [1, 8, 5] exceeds the arm's k (4): vLLM would silently draft 4"),
-        ("[[2, 8, 4]]", "the first band must start at batch size 1, not 2 (vLLM refuses it)"),
-        ("[[1, 8, 4], [8, 16, 2]]", "the bands overlap at batch size 8 (vLLM refuses overlapping bands)"),
-        ("[[1, 8, 4], [12, 16, 2]]", "batch sizes 9-11 are in no band: vLLM would run them at k=4, write that band"),
-    ],
-)
-def test_a_schedule_vllm_would_refuse_or_change_is_refused_with_the_reason(schedule, message):
-    form, arms = bind(form_data(arms=[{**NGRAM_ARM_FORM, "num_speculative_tokens_per_batch_size": schedule}]))
-
-    assert not protocol_is_valid(form, arms)
-    assert arms.forms[0].errors["num_speculative_tokens_per_batch_size"] == [f"k by batch size: {message}."]
-
-
-def test_two_arms_differing_only_in_the_schedule_are_two_arms():
-    arm = {**NGRAM_ARM_FORM, "num_speculative_tokens_per_batch_size": "[[1, 8, 4], [9, 64, 0]]"}
-    form, arms = bind(form_data(arms=[NGRAM_ARM_FORM, arm]))
-    assert protocol_is_valid(form, arms), arms.errors
-
-    form, arms = bind(form_data(arms=[arm, {**arm, "label": "again"}]))
-    assert not protocol_is_valid(form, arms)
-    assert arms.forms[1].errors["__all__"] == ["Another arm has the same method, k and parameters."]

@@ -8,7 +8,7 @@ from experiments.api.submission import spec_from_experiment, submission_from_spe
 from experiments.definition import prefill
 from experiments.definition import services as definition
 from experiments.models import Experiment, Run
-from tests.definition.test_forms import bind
+from tests.definition.forms.helpers import bind
 from tests.factories import UserFactory, form_data
 
 pytestmark = pytest.mark.django_db
