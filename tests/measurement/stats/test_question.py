@@ -4,7 +4,7 @@ on runs built by hand.
 The metric is the output throughput: a block's ratio is the arm's throughput over the
 baseline's (higher is better), so a baseline at 100 tok/s and an arm at 100 e^x give the
 block log ratio x. With 3 blocks of log ratios [m - d, m, m + d] the two-sided p-value is
-1 - t / sqrt(t² + 2), t = m / (d / √3) (tests/measurement/test_sequential.py).
+1 - t / sqrt(t² + 2), t = m / (d / √3) (tests/measurement/stats/test_sequential.py).
 """
 
 import math
