@@ -67,7 +67,9 @@ def sentence(joint: objective.JointDecision, primary_label: str) -> str:
 
 
 def joint_json(joint: objective.JointDecision, primary_label: str) -> dict:
-    blocking = joint.blocking[0] if joint.blocking else None
+    # The guard that blocks it most: one shown worse before one not shown yet.
+    ordered = sorted(joint.blocking, key=lambda g: g.status != objective.WORSE)
+    blocking = ordered[0] if ordered else None
     return {
         "word": joint.word,
         "sentence": sentence(joint, primary_label),
@@ -100,5 +102,40 @@ def objective_json(experiment: Experiment) -> dict:
                 "margin_percent": f"{g['margin']:.0%}",
             }
             for g in experiment.guards
-        ],  # fmt: skip
+        ],
     }
+
+
+def service_break_evens(decisions: list[objective.JointDecision], labels: dict[int, str]) -> list[dict]:
+    """Per candidate arm, where it stops paying for the service, by its joint words along the
+    levels: pays at every level, at none, up to a level and not from the next settled one (the
+    bracket, without interpolation: a guard's loss need not fall through 1 with the primary), or
+    not settled while a level between them is open."""
+    by_arm: dict[int, list[objective.JointDecision]] = {}
+    for joint in decisions:
+        by_arm.setdefault(joint.key[0], []).append(joint)
+    rows = []
+    for arm, cells in by_arm.items():
+        cells = sorted(cells, key=lambda j: j.key[1])
+        words = [j.word for j in cells]
+        levels = [j.key[1] for j in cells]
+        row = {"arm_id": arm, "arm": labels.get(arm, ""), "below": None, "above": None}
+        if all(w == objective.PAYS for w in words):
+            rows.append(row | {"state": "pays at every level", "sentence": f"{row['arm']} pays at every level"})
+            continue
+        if all(w in (objective.COSTS, objective.NOT_WORTH_IT) for w in words):
+            rows.append(row | {"state": "pays at no level", "sentence": f"{row['arm']} pays at no level"})
+            continue
+        below = next((i for i in range(len(words) - 1, -1, -1) if words[i] == objective.PAYS), None)
+        start = -1 if below is None else below
+        settled_against = (objective.COSTS, objective.NOT_WORTH_IT)
+        above = next((i for i, w in enumerate(words) if i > start and w in settled_against), None)
+        if below is not None and above is not None and above == below + 1:
+            why = "costs the service" if words[above] == objective.COSTS else "is not worth it"
+            sentence = f"{row['arm']} pays up to {levels[below]} and {why} from {levels[above]}"
+            rows.append(row | {"state": "stops paying", "below": levels[below], "above": levels[above],
+                               "sentence": sentence})  # fmt: skip
+            continue
+        states = ", ".join(f"{w} at {lvl}" for w, lvl in zip(words, levels, strict=True))
+        rows.append(row | {"state": "not settled", "sentence": f"{row['arm']}: not settled ({states})"})
+    return rows

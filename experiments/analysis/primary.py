@@ -162,6 +162,7 @@ def question_summary(
         "stop": step.stop,
         "stop_sentence": stop,
         "objective": joint.objective_json(experiment),
+        "service_break_evens": joint.service_break_evens(decided.joint, labels),
         "cells": [
             _cell_json(d, asked.design, stop, labels)
             | ({"joint": joint.joint_json(words[d.key], metric_label)} if d.key in words else {})

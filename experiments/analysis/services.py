@@ -24,12 +24,14 @@ VERDICT_METRICS = (Metric.SERVER_TPOT, Metric.TPOT, Metric.E2E, Metric.OUTPUT_TH
 
 
 def _estimate_row(
-    experiment: Experiment, cell: inference.CellResult, decision: question.Decision | None
+    experiment: Experiment, cell: inference.CellResult, decision: question.Decision | None, word: str = ""
 ) -> SpeedupEstimate:
-    """The stored cell; a primary one (`decision` given) with its adjusted interval and p-value."""
+    """The stored cell; a primary one (`decision` given) with its adjusted interval and p-value,
+    and a candidate's with its word for the service (`word`)."""
     estimate = cell.estimate
     low, high = (decision.equivalence_interval or (None, None)) if decision else (None, None)
     return SpeedupEstimate(
+        word=word if decision is not None else "",
         primary=decision is not None,
         confidence=decision.confidence if decision else intervals.CONFIDENCE,
         p_value=decision.p_value if decision else None,
@@ -146,8 +148,12 @@ def experiment_analyse(*, experiment: Experiment) -> ExperimentAnalysis:
     step = continuation.next_step(experiment, primary_cells.decide(final=False))
     cells = primary.with_decisions(cells, decided, experiment.primary_metric)
     SpeedupEstimate.objects.filter(experiment=experiment).delete()
+    words = {key: joint.word for key, joint in decided.joint_by_key().items()}
     SpeedupEstimate.objects.bulk_create(
-        _estimate_row(experiment, cell, decided.for_cell(cell.arm, cell.level, cell.metric, experiment.primary_metric))
+        _estimate_row(
+            experiment, cell, decided.for_cell(cell.arm, cell.level, cell.metric, experiment.primary_metric),
+            words.get((cell.arm, cell.level), ""),
+        )
         for cell in cells
     )
     speculative = [arm for arm in compared if arm.is_speculative]

@@ -4,7 +4,7 @@ the grid (an arm at a level with its stored estimate)."""
 
 from dataclasses import dataclass
 
-from experiments.measurement.stats import intervals, sequential, verdicts
+from experiments.measurement.stats import intervals, objective, sequential, verdicts
 from experiments.models import SpeedupEstimate
 
 SPEEDUP_METRICS = (
@@ -23,6 +23,8 @@ OUTCOME_STYLE = {
     verdicts.INCONCLUSIVE: ("?", "inconclusive"),
     sequential.NOT_WORTH_IT: ("≤", "not worth it"),
     sequential.OPEN: ("…", "open"),
+    objective.PAYS: ("✓", "pays"),
+    objective.COSTS: ("✗", "costs"),
 }
 # The words that settle a cell: the per-cell words, and a primary cell's "not worth it".
 SETTLED_WORDS = (*verdicts.CALLS, sequential.NOT_WORTH_IT)
@@ -45,7 +47,7 @@ class GridCell:
 
     @property
     def is_call(self) -> bool:
-        return self.outcome in SETTLED_WORDS or self.outcome == sequential.OPEN
+        return self.outcome in SETTLED_WORDS or self.outcome in (sequential.OPEN, objective.PAYS, objective.COSTS)
 
     @property
     def primary(self) -> bool:
@@ -82,3 +84,15 @@ class GridCell:
         return (
             f"failed {e.failed_arm} / baseline {e.failed_baseline}" if e and (e.failed_arm or e.failed_baseline) else ""
         )
+
+
+@dataclass(frozen=True)
+class ServiceCell(GridCell):
+    """A primary cell by its word for the service (pays, costs, …) where the analysis stored one,
+    else by its primary word (an analysis from before objectives): the history's headline."""
+
+    @property
+    def outcome(self) -> str:
+        if self.estimate is not None and self.estimate.word:
+            return self.estimate.word
+        return super().outcome

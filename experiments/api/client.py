@@ -36,6 +36,11 @@ from typing import Any, Protocol
 
 HELD, NOT_HELD, REFUSED, DID_NOT_FINISH = 0, 1, 2, 3
 OUTCOMES = ("faster", "slower", "equivalent", "not worth it", "inconclusive")
+# The words for the service (the experiment's objective: its primary metric faster and every guard
+# shown no worse), read from the question's cells; the words above are one metric's.
+JOINT_WORDS = ("pays", "costs")
+JOINT_WORD_CHOICES = ("pays", "costs", "not worth it", "inconclusive")
+JOINT = "the service"  # what a joint-word expectation is judged on, in place of a metric
 # The first is the default of an expectation that names no metric, as it is the metric the page's
 # verdict grid opens on: TPOT as vLLM's engine timed it.
 METRICS = ("server_tpot", "tpot", "e2e", "ttft", "output_throughput", "request_throughput")
@@ -45,7 +50,7 @@ OPERATORS = {
     "<=": lambda a, b: a <= b, "≤": lambda a, b: a <= b, "<": lambda a, b: a < b,
     ">=": lambda a, b: a >= b, "≥": lambda a, b: a >= b, ">": lambda a, b: a > b, "=": lambda a, b: a == b,
 }  # fmt: skip
-_WORD = "|".join(OUTCOMES)
+_WORD = "|".join((*JOINT_WORDS, *OUTCOMES))
 EXPECTATION = re.compile(
     rf"^(?P<arm>.+?)\s+(?:is\s+)?(?P<negated>not\s+)?(?P<outcomes>(?:{_WORD})(?:\s+or\s+(?:{_WORD}))*)"
     rf"(?:\s+on\s+(?P<metric>{'|'.join(METRICS)}))?"
@@ -102,10 +107,25 @@ def parse_expectation(text: str) -> Expectation:
             f"Cannot read the expectation {text!r}; write e.g. 'n-gram lookup k=4 faster at concurrency <= 8'."
         )
     named = {word.lower() for word in re.split(r"\s+or\s+", match["outcomes"], flags=re.IGNORECASE)}
-    allowed = set(OUTCOMES) - named if match["negated"] else named
+    joint = bool(named & set(JOINT_WORDS))
+    if joint and match["metric"]:
+        raise ValueError(f"{text!r}: pays and costs are the service's words, of no single metric; drop 'on …'.")
+    words = JOINT_WORD_CHOICES if joint else OUTCOMES
+    allowed = set(words) - named if match["negated"] else named
     level = int(match["level"]) if match["level"] else None
-    metric = (match["metric"] or METRICS[0]).lower()
+    metric = JOINT if joint else (match["metric"] or METRICS[0]).lower()
     return Expectation(text.strip(), match["arm"].strip(), frozenset(allowed), metric, match["op"], level)
+
+
+def joint_cells(results: Answer) -> list[Answer]:
+    """The question's cells as the service's words: {"arm_id", "level", "outcome": the joint
+    word, "point", "ci_low", "ci_high", "sentence"} (an analysis from before objectives: none)."""
+    cells = (results.get("question") or {}).get("cells") or []
+    return [
+        {"arm_id": c["arm_id"], "level": c["level"], "outcome": c["joint"]["word"], "point": None,
+         "ci_low": None, "ci_high": None, "sentence": c["joint"]["sentence"]}
+        for c in cells if c.get("joint")
+    ]  # fmt: skip
 
 
 def judge(expectation: Expectation, results: Answer) -> tuple[bool, str]:
@@ -113,10 +133,11 @@ def judge(expectation: Expectation, results: Answer) -> tuple[bool, str]:
     arms = {arm["label"]: arm["id"] for arm in results["arms"]}
     if expectation.arm not in arms:
         return False, f"no arm is labelled {expectation.arm!r} (the arms: {', '.join(arms)})"
+    rows = joint_cells(results) if expectation.metric == JOINT else results["speedups"]
     cells = [
         s
-        for s in results["speedups"]
-        if s["arm_id"] == arms[expectation.arm] and s["metric"] == expectation.metric
+        for s in rows
+        if s["arm_id"] == arms[expectation.arm] and s.get("metric", JOINT) == expectation.metric
         and expectation.applies_to(s["level"])
     ]  # fmt: skip
     if not cells:
@@ -128,6 +149,8 @@ def judge(expectation: Expectation, results: Answer) -> tuple[bool, str]:
 
 
 def cell_text(cell: Answer) -> str:
+    if "sentence" in cell:
+        return str(cell["sentence"])
     if cell["point"] is None:
         return str(cell["outcome"])
     interval = f" [{cell['ci_low']:.3g}, {cell['ci_high']:.3g}]" if cell["ci_low"] is not None else ""
@@ -140,6 +163,14 @@ def verdict_table(results: Answer) -> str:
     by_cell = {(s["arm_id"], s["level"], s["metric"]): s for s in results["speedups"]}
     compared = [arm for arm in results["arms"] if not arm["is_baseline"]]
     width = max([len(arm["label"]) for arm in compared] + [12])
+    words = {(c["arm_id"], c["level"]): c["outcome"] for c in joint_cells(results)}
+    if words:
+        lines.append("for the service (the objective: the primary metric faster, every guard no worse)")
+        lines.append(f"  {'arm':<{width}}  " + "  ".join(f"{'c=' + str(level):<32}" for level in levels))
+        for arm in compared:
+            if any((arm["id"], level) in words for level in levels):
+                texts = [words.get((arm["id"], level), "not asked") for level in levels]
+                lines.append(f"  {arm['label']:<{width}}  " + "  ".join(f"{text:<32}" for text in texts))
     for metric in TABLE_METRICS:
         lines.append(f"{metric} speedup over the baseline (above 1: the arm is better)")
         lines.append(f"  {'arm':<{width}}  " + "  ".join(f"{'c=' + str(level):<32}" for level in levels))

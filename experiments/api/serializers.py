@@ -252,6 +252,62 @@ class SpeedupSerializer(Serializer):
     equivalence_high = serializers.FloatField(allow_null=True)
 
 
+class GuardSerializer(Serializer):
+    metric = serializers.CharField()
+    label = serializers.CharField()
+    margin = serializers.FloatField(
+        help_text="How much worse it may be (a fraction): its interval must lie above 1 − this."
+    )
+    margin_percent = serializers.CharField()
+    status = serializers.CharField(help_text="non-inferior, worse or not shown.")
+    figure = serializers.CharField(help_text="Its speedup [interval] at the look that fixed it.")
+    change = serializers.CharField(help_text="The same as a change against the baseline: -12 % [-20 %, -4 %].")
+    blocks = serializers.IntegerField()
+    confidence = serializers.FloatField(
+        help_text="The two-sided level of its interval; its lower end is the one-sided test."
+    )
+    implied = serializers.BooleanField(
+        help_text="A guard because the arm queued or was preempted where the baseline was not (or the reverse)."
+    )
+
+
+class JointWordSerializer(Serializer):
+    word = serializers.CharField(
+        help_text="For the service: pays, costs, not worth it, open, inconclusive, or why there is no call."
+    )
+    sentence = serializers.CharField(help_text="Why, naming the guard that blocked it.")
+    primary_outcome = serializers.CharField(help_text="The primary metric's own word.")
+    guards = GuardSerializer(many=True)
+    blocked_by = serializers.CharField(
+        help_text="The guard that keeps the arm from paying; empty when it pays or none does."
+    )
+
+
+class DeclaredGuardSerializer(Serializer):
+    metric = serializers.CharField()
+    label = serializers.CharField()
+    margin = serializers.FloatField()
+    margin_percent = serializers.CharField()
+
+
+class ObjectiveSerializer(Serializer):
+    name = serializers.CharField(help_text="interactive, shared, capacity, custom; empty: the primary metric alone.")
+    label = serializers.CharField()
+    explanation = serializers.CharField()
+    primary = serializers.CharField()
+    primary_label = serializers.CharField()
+    guards = DeclaredGuardSerializer(many=True)
+
+
+class ServiceBreakEvenSerializer(Serializer):
+    arm_id = serializers.IntegerField()
+    arm = serializers.CharField()
+    state = serializers.CharField(help_text="pays at every level, pays at no level, stops paying or not settled.")
+    below = serializers.IntegerField(allow_null=True, help_text="The highest level that pays, below `above`.")
+    above = serializers.IntegerField(allow_null=True, help_text="The next level, settled as not paying.")
+    sentence = serializers.CharField()
+
+
 class QuestionCellSerializer(Serializer):
     arm_id = serializers.IntegerField()
     arm = serializers.CharField()
@@ -265,6 +321,10 @@ class QuestionCellSerializer(Serializer):
     blocks = serializers.IntegerField(help_text="The blocks the word rests on (up to the look that settled it).")
     p_value = serializers.FloatField(allow_null=True)
     why = serializers.CharField()
+    joint = JointWordSerializer(
+        required=False,
+        help_text="The word for the service's objective (candidate cells of an analysis since objectives).",
+    )
 
 
 class SearchLevelSerializer(Serializer):
@@ -340,6 +400,10 @@ class QuestionSerializer(Serializer):
     budget = serializers.FloatField(allow_null=True)
     stop = serializers.CharField(help_text="settled, searched, maximum, budget or fixed.")
     stop_sentence = serializers.CharField()
+    objective = ObjectiveSerializer(required=False, help_text="The service's objective the experiment declared.")
+    service_break_evens = ServiceBreakEvenSerializer(
+        many=True, required=False, help_text="Per arm, where it stops paying for the service (its joint words)."
+    )
     cells = QuestionCellSerializer(many=True)
     replicate_cells = QuestionCellSerializer(many=True)
     confirmation_cells = QuestionCellSerializer(

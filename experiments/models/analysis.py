@@ -37,6 +37,11 @@ class SpeedupEstimate(models.Model):
     outcome = models.CharField(
         max_length=32, blank=True, help_text="The verdict word (experiments/measurement/stats/verdicts.py)."
     )
+    word = models.CharField(
+        max_length=32, blank=True,
+        help_text="A primary cell's word for the service's objective: pays, costs, not worth it, open, inconclusive "
+        "(experiments/measurement/stats/objective.py); empty elsewhere and in analyses from before objectives.",
+    )  # fmt: skip
     block_ratios = ArrayField(models.FloatField(), default=list, help_text="The speedup measured in each block.")
     failed_baseline = models.PositiveIntegerField(default=0)
     failed_arm = models.PositiveIntegerField(default=0)

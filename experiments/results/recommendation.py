@@ -8,6 +8,7 @@ from urllib.parse import urlencode
 from django.urls import reverse
 
 from experiments.measurement.deploy import recommendation
+from experiments.measurement.stats import objective
 from experiments.models import Experiment
 from experiments.rules import commands
 
@@ -26,7 +27,7 @@ def page_context(*, experiment: Experiment, question: dict) -> dict:
     by_arm: dict[int, dict[int, tuple[str, float | None]]] = {}
     for cell in cells:
         key = (cell["arm_id"], cell["level"])
-        by_arm.setdefault(cell["arm_id"], {})[cell["level"]] = (cell["outcome"], points.get(key))
+        by_arm.setdefault(cell["arm_id"], {})[cell["level"]] = (objective.deploy_outcome(cell), points.get(key))
     measured = [
         recommendation.ArmCells(arm_id, arms[arm_id].label, arms[arm_id].num_speculative_tokens or 1, levels,
                                 arms[arm_id].speculative_config() or {})

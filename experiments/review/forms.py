@@ -9,6 +9,7 @@ from experiments.analysis.verdict_grid import SPEEDUP_METRICS
 from experiments.decisions.services import DecisionSpec
 from experiments.definition.speculative_configs import config_problem
 from experiments.form_kit import reject_controls_multiline
+from experiments.measurement.stats import objective
 from experiments.models import Arm, Decision, Experiment, SpeedupEstimate
 from experiments.rules import commands
 
@@ -145,6 +146,24 @@ class DecisionForm(forms.Form):
                 "max_concurrency",
                 f"The evidence measured this arm up to concurrency {max(measured)}; a decision up to {limit} "
                 "goes beyond it.",
+            )
+            return
+        self._check_pays(evidence, config, limit)
+
+    def _check_pays(self, evidence, config, limit: int) -> None:
+        """No deploy decision rests on a level where the arm costs the service: a guard of its
+        objective shown worse than its margin (experiments/measurement/stats/objective.py)."""
+        arms = [a.id for e in evidence for a in e.arms.all() if a.is_speculative and a.speculative_config() == config]
+        costs = SpeedupEstimate.objects.filter(
+            arm_id__in=arms, primary=True, word=objective.COSTS, concurrency__lte=limit
+        ).order_by("concurrency", "experiment_id")
+        found = costs.first()
+        if found is not None:
+            self.add_error(
+                "max_concurrency",
+                f"#{found.experiment_id} found this arm costing the service at concurrency {found.concurrency} "
+                "(a guard of its objective shown worse than its margin: see its question). Decide up to a lower "
+                "concurrency, or deploy another arm.",
             )
 
     def spec(self) -> DecisionSpec:

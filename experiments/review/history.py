@@ -21,8 +21,8 @@ from django.db.models.expressions import OrderBy
 from django.utils import timezone
 
 from experiments import teams
-from experiments.analysis.verdict_grid import SPEEDUP_METRICS, GridCell
-from experiments.measurement.stats import verdicts
+from experiments.analysis.verdict_grid import SPEEDUP_METRICS, GridCell, ServiceCell
+from experiments.measurement.stats import objective, verdicts
 from experiments.models import Arm, Decision, DecisionEvidence, Experiment, Run, SpeedupEstimate
 from experiments.review.selectors import decisions_citing
 
@@ -193,7 +193,8 @@ def _rank(estimates: list[SpeedupEstimate]) -> tuple[int, float]:
     Only the question's words count: a metric's unadjusted words would pick an arm by chance
     in about one no-effect experiment in eight (docs/verdicts.md)."""
     primary = [e for e in estimates if e.primary]
-    calls = sum(e.outcome == verdicts.FASTER for e in primary) - sum(e.outcome == verdicts.SLOWER for e in primary)
+    pays = sum((e.word == objective.PAYS) if e.word else (e.outcome == verdicts.FASTER) for e in primary)
+    calls = pays - sum(e.outcome == verdicts.SLOWER for e in primary)
     points = [e.point for e in estimates if e.point]
     mean_log = sum(math.log(p) for p in points) / len(points) if points else -math.inf
     return calls, mean_log
@@ -210,7 +211,7 @@ def headline(*, arms: list[Arm], levels: list[int], estimates: list[SpeedupEstim
         return None
     best = max(candidates, key=lambda arm: _rank(by_arm[arm.id]))
     by_level = {e.concurrency: e for e in by_arm[best.id]}
-    return Headline(best.label, [GridCell(level, by_level.get(level)) for level in sorted(levels)])
+    return Headline(best.label, [ServiceCell(level, by_level.get(level)) for level in sorted(levels)])
 
 
 @dataclass(frozen=True)
@@ -241,7 +242,7 @@ def history_rows(*, experiments: list[Experiment], metric: str) -> list[HistoryR
         arms[arm.experiment_id].append(arm)
     speedups = SpeedupEstimate.objects.filter(experiment_id__in=ids, metric=metric).only(
         "experiment_id", "arm_id", "concurrency", "point", "ci_low", "ci_high", "outcome", "failed_arm",
-        "failed_baseline", "primary", "confidence",
+        "failed_baseline", "primary", "confidence", "word",
     )  # fmt: skip
     for estimate in speedups:
         estimates[estimate.experiment_id].append(estimate)

@@ -11,6 +11,7 @@ from django.db.models import QuerySet
 from django.db.models.fields.json import KeyTransform
 
 from experiments.measurement.deploy import service_bands
+from experiments.measurement.stats import objective
 from experiments.models import Arm, Decision, Experiment, RunSummary, ServiceProfile, SpeedupEstimate, UploadedPromptSet
 from experiments.prompts import catalog
 
@@ -108,7 +109,7 @@ def _cell(
 ) -> service_bands.Cell:
     return service_bands.Cell(
         experiment=arm.experiment_id, arm=arm.id, label=arm.label, method=arm.method, k=arm.num_speculative_tokens or 0,
-        config=json.dumps(arm.speculative_config(), sort_keys=True), level=cell["level"], outcome=cell["outcome"],
+        config=json.dumps(arm.speculative_config(), sort_keys=True), level=cell["level"], outcome=objective.deploy_outcome(cell),
         speedup=point, blocks=cell["blocks"], run_p90_ms=p90s, by_category=by_category,
     )  # fmt: skip
 

@@ -84,6 +84,31 @@ def test_judging_reads_the_stored_verdicts():
 
 
 @pytest.mark.django_db
+def test_a_gate_on_the_services_word_refuses_an_arm_that_costs_capacity():
+    """The seeded draft arm is faster per token at 1; its output throughput halved, it costs
+    capacity there: "pays" fails the gate, naming why; "faster" on server_tpot still holds."""
+    from experiments.analysis.services import experiment_analyse
+    from experiments.models import RunSummary
+
+    guards = [{"metric": "e2e", "margin": 0.05}, {"metric": "output_throughput", "margin": 0.05}]
+    experiment = seed_finished_experiment(objective="interactive", guards=guards)
+    draft = experiment.arms.get(label="draft k=3")
+    for summary in RunSummary.objects.filter(run__arm=draft):
+        summary.output_throughput *= 0.5
+        summary.save(update_fields=["output_throughput"])
+    experiment_analyse(experiment=experiment)
+    results = results_payload(experiment)
+
+    held, why = specdash_client.judge(parse_expectation("draft k=3 pays at concurrency 1"), results)
+    assert not held
+    assert why.startswith("at 1: faster per token but costs capacity: output throughput")
+    assert specdash_client.judge(parse_expectation("draft k=3 not pays at 1"), results)[0]
+    assert specdash_client.judge(parse_expectation("draft k=3 faster at concurrency 1"), results)[0]
+    with pytest.raises(ValueError, match="the service's words"):
+        parse_expectation("draft k=3 pays on e2e")
+
+
+@pytest.mark.django_db
 def test_the_verdict_table_has_every_compared_arm_and_level():
     results = results_payload(seed_finished_experiment())
 
@@ -92,8 +117,11 @@ def test_the_verdict_table_has_every_compared_arm_and_level():
     assert "tpot speedup over the baseline" in table
     assert "baseline " not in table.replace("over the baseline", "")
     rows = [line for line in table.splitlines() if line.strip().startswith(("n-gram k=4", "draft k=3"))]
-    assert len(rows) == 2 * len(specdash_client.TABLE_METRICS)
-    assert all(row.count("[") == 2 for row in rows)
+    assert len(rows) == 2 * (1 + len(specdash_client.TABLE_METRICS))  # the service's words, then each metric's
+    words, figures = rows[:2], rows[2:]
+    assert all(row.count("[") == 2 for row in figures)
+    assert "for the service" in table
+    assert all(set(row.split()[2:]) <= {"pays", "does", "not", "pay"} or "pays" in row for row in words)
 
 
 # ---------------------------------------------------------------- the management command

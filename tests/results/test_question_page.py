@@ -36,8 +36,10 @@ def test_the_question_section_shows_each_primary_cell_as_stored(logged_in_client
     stored = SpeedupEstimate.objects.filter(experiment=finished, primary=True).order_by("arm__position", "concurrency")
     assert len(rows) == stored.count() == 4  # two speculative arms at levels 1 and 4
     for row, estimate in zip(rows, stored, strict=True):
-        arm, level, word, figure, confidence, blocks, why = row
+        arm, level, joint, word, figure, confidence, blocks, why = row
         assert (arm, int(level), word) == (estimate.arm.label, estimate.concurrency, estimate.outcome)
+        # No objective (a single-metric question): pays is faster, and not worth it anything else settled.
+        assert joint.startswith("pays" if estimate.outcome == "faster" else "does not pay")
         assert figure == verdicts.figure(RatioEstimate(estimate.point, estimate.ci_low, estimate.ci_high))
         assert confidence == f"{estimate.confidence:.1%}"
         assert int(blocks) == estimate.n_repetitions
@@ -54,6 +56,7 @@ def test_the_question_s_words_are_defined_on_the_page(logged_in_client, finished
     html = page_html(logged_in_client, finished)
     definitions = html.split('id="question-definitions"')[1].split("</details>")[0]
     for term in (
+        "Pays, costs",
         "Primary cells",
         "Faster, slower",
         "Equivalent",
@@ -111,3 +114,66 @@ def test_the_migration_keeps_pocock_s_boundary_for_experiments_already_stored():
 
     assert Experiment.objects.get(pk=stored.pk).boundary == "pocock"
     assert Experiment.objects.get(pk=stored.pk).question.design.spending is None
+
+
+INTERACTIVE = {
+    "objective": "interactive",
+    "guards": [{"metric": "e2e", "margin": 0.05}, {"metric": "output_throughput", "margin": 0.05}],
+}
+
+
+def _joint_rows(html: str) -> dict[tuple[str, int], str]:
+    rows = html_tables(html)["question-cells"][1:]
+    return {(row[0], int(row[1])): row[2] for row in rows if len(row) == 8}
+
+
+def test_an_arm_faster_per_token_whose_throughput_is_halved_costs_capacity(logged_in_client):
+    """The seeded draft arm is faster in engine TPOT at level 1; its runs' output throughput
+    halved, its joint word is "costs" at both levels, naming output throughput, with the TPOT word
+    beside it."""
+    from experiments.analysis.services import experiment_analyse
+    from experiments.models import RunSummary
+
+    experiment = seed_finished_experiment(**INTERACTIVE)
+    draft = experiment.arms.get(method="draft_model")
+    for summary in RunSummary.objects.filter(run__arm=draft):
+        summary.output_throughput *= 0.5
+        summary.save(update_fields=["output_throughput"])
+    experiment_analyse(experiment=experiment)
+
+    html = unescape(page_html(logged_in_client, experiment))
+    joint = _joint_rows(html)
+    assert re.match(r"faster per token but costs capacity: output throughput -\d+ %", joint[(draft.label, 1)])
+    assert "The service's objective: <strong>Interactive" in html
+    cells = Experiment.objects.get(pk=experiment.pk).analysis.series["question"]["cells"]
+    draft_cells = [cell for cell in cells if cell["arm_id"] == draft.id]
+    assert [cell["outcome"] for cell in draft_cells if cell["level"] == 1] == ["faster"]
+    assert {cell["joint"]["word"] for cell in draft_cells} == {"costs"}
+    assert {cell["joint"]["blocked_by"] for cell in draft_cells} == {"Output throughput"}
+
+
+def test_an_arm_that_gains_everywhere_pays(logged_in_client):
+    experiment = seed_finished_experiment(**INTERACTIVE)
+    draft = experiment.arms.get(method="draft_model")
+    joint = _joint_rows(unescape(page_html(logged_in_client, experiment)))
+    assert joint[(draft.label, 1)].startswith("pays: faster on engine-timed tpot, no worse on end-to-end latency")
+
+
+def test_the_service_break_even_reads_the_joint_words(logged_in_client):
+    """The n-gram arm pays at 1; its output throughput at 4 cut to 40 %, it costs there: it stops
+    paying for the service between 1 and 4, on the page and in the API's question."""
+    from experiments.analysis.services import experiment_analyse
+    from experiments.api.payloads import results_payload
+    from experiments.models import RunSummary
+
+    experiment = seed_finished_experiment(**INTERACTIVE)
+    ngram = experiment.arms.get(label="n-gram k=4")
+    for summary in RunSummary.objects.filter(run__arm=ngram, run__concurrency=4):
+        summary.output_throughput *= 0.4
+        summary.save(update_fields=["output_throughput"])
+    experiment_analyse(experiment=experiment)
+
+    html = unescape(page_html(logged_in_client, experiment))
+    assert "n-gram k=4 pays up to 1 and costs the service from 4" in html
+    (row,) = [b for b in results_payload(experiment)["question"]["service_break_evens"] if b["arm_id"] == ngram.id]
+    assert (row["state"], row["below"], row["above"]) == ("stops paying", 1, 4)

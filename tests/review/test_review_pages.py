@@ -339,3 +339,28 @@ def test_approving_needs_a_login(client, user, evidence):
 
     decision.refresh_from_db()
     assert decision.state == "proposed"
+
+
+def test_a_deploy_decision_cannot_rest_on_a_level_where_the_arm_costs_the_service(logged_in_client):
+    """The n-gram arm's output throughput halved under the interactive objective: it costs the
+    service at 4, so deploying it up to 4 is refused, naming the experiment and the level."""
+    from experiments.analysis.services import experiment_analyse
+    from experiments.models import RunSummary
+
+    guards = [{"metric": "e2e", "margin": 0.05}, {"metric": "output_throughput", "margin": 0.05}]
+    evidence = seed_finished_experiment(name="costs", objective="interactive", guards=guards)
+    arm = evidence.arms.get(label="n-gram k=4")
+    for summary in RunSummary.objects.filter(run__arm=arm, run__concurrency=4):
+        summary.output_throughput *= 0.4
+        summary.save(update_fields=["output_throughput"])
+    experiment_analyse(experiment=evidence)
+    url = reverse("experiments:decision_new") + f"?experiments={evidence.pk}"
+
+    refused = logged_in_client.post(url, _form(evidence))
+    allowed = logged_in_client.post(url, _form(evidence, max_concurrency="1"))
+
+    assert refused.status_code == 400
+    (error,) = refused.context["form"].errors["max_concurrency"]
+    assert f"#{evidence.pk} found this arm costing the service at concurrency 4" in error
+    assert allowed.status_code == 302
+    assert Decision.objects.get().max_concurrency == 1

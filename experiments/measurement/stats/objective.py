@@ -239,3 +239,19 @@ def joint_decisions(
         )  # fmt: skip
         result.append(JointDecision(cell.key, joint_word(primary, looked, more_blocks=more_blocks), primary, looked))
     return result
+
+
+# The primary word a deployment rule reads for each joint word: "pays" is the only "faster".
+_DEPLOY_OUTCOME = {PAYS: sequential.FASTER, COSTS: sequential.NOT_WORTH_IT, NOT_WORTH_IT: sequential.NOT_WORTH_IT}
+
+
+def deploy_outcome(cell: Mapping[str, object]) -> str:
+    """The word a rule that deploys reads for a stored question cell (experiments/analysis/
+    primary.py): its joint word as a primary word, so that only an arm that pays is run and one
+    that costs is settled against; an analysis from before objectives gives its primary word."""
+    joint = cell.get("joint")
+    outcome = str(cell["outcome"])
+    if not isinstance(joint, Mapping):
+        return outcome
+    word = str(joint["word"])
+    return _DEPLOY_OUTCOME.get(word, word)
