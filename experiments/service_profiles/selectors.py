@@ -109,8 +109,9 @@ def _cell(
 ) -> service_bands.Cell:
     return service_bands.Cell(
         experiment=arm.experiment_id, arm=arm.id, label=arm.label, method=arm.method, k=arm.num_speculative_tokens or 0,
-        config=json.dumps(arm.speculative_config(), sort_keys=True), level=cell["level"], outcome=objective.deploy_outcome(cell),
-        speedup=point, blocks=cell["blocks"], run_p90_ms=p90s, by_category=by_category,
+        config=json.dumps(arm.speculative_config(), sort_keys=True), level=cell["level"],
+        outcome=objective.deploy_outcome(cell), speedup=point, blocks=cell["blocks"], run_p90_ms=p90s,
+        by_category=by_category,
     )  # fmt: skip
 
 
