@@ -18,7 +18,7 @@ from experiments.models import Arm, Experiment, Run
 from tests.factories import UserFactory
 from tests.phases import examples
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.slow(reason="generated: 30 cases an operation from the schema")]
 
 # The committed schema, which tests/api/test_api.py holds equal to the generated one.
 schema = schemathesis.openapi.from_path(Path(__file__).resolve().parents[2] / "docs" / "openapi.yaml")

@@ -18,7 +18,7 @@ from experiments.models import Arm, Comment, Decision, Experiment, Run, Uploaded
 from tests.factories import NGRAM_ARM_FORM, ExperimentFactory, UserFactory, form_data
 from tests.phases import examples
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.slow(reason="generated: 60 examples a property")]
 
 PROPERTY_SETTINGS = settings(
     max_examples=examples(60),

@@ -123,6 +123,7 @@ def members(celery_dispatch) -> list[Member]:
     ]
 
 
+@pytest.mark.slow(reason="generated: 40 sequences of submissions through every door")
 @hypothesis_settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=STEPS)
 def test_keys_reused_at_random_never_cross_a_team_or_fail(members, steps):
