@@ -3,9 +3,10 @@ protocol and progress (experiments/results/selectors.py), its results (experimen
 the experiment page's results block) and its rows (experiments/results/exports.py, the downloads). The
 API adds no arithmetic of its own, so its numbers are the page's.
 
-The shapes are the serializers' (serializers.py), which the OpenAPI schema is generated from:
-each answer here is a serializer's output over what the reads return, so the schema and the
-answers cannot drift apart. This module only says where each part comes from.
+The shapes are the serializers' (serializers.py, result_serializers.py), which the OpenAPI
+schema is generated from: each answer here is a serializer's output over what the reads
+return, so the schema and the answers cannot drift apart. This module only says where each
+part comes from.
 """
 
 from collections.abc import Iterable
@@ -14,7 +15,7 @@ from typing import Any
 from django.urls import reverse
 
 from experiments.analysis import acceptance_sweep
-from experiments.api import serializers
+from experiments.api import result_serializers, serializers
 from experiments.api.submission import spec_from_experiment
 from experiments.models import Experiment, SpeedupEstimate
 from experiments.results import block_selectors, exports, selectors, step_profiles
@@ -89,7 +90,7 @@ def results_payload(experiment: Experiment) -> Payload:
         ],
         "warnings": selectors.experiment_warnings(experiment=experiment, analysis=analysis),
     }
-    return dict(serializers.ResultsSerializer(read).data)
+    return dict(result_serializers.ResultsSerializer(read).data)
 
 
 def export_page(export: exports.Export, rows: Iterable[Any] | None) -> list[dict[str, object]]:

@@ -15,13 +15,13 @@ from rest_framework.views import APIView
 
 from experiments import submissions
 from experiments.api import payloads
+from experiments.api.result_serializers import ResultsSerializer
 from experiments.api.serializers import (
     DetailSerializer,
     ExperimentSerializer,
     ExperimentSpecSerializer,
     ProgressSerializer,
     RequestRowSerializer,
-    ResultsSerializer,
     SpecErrorsSerializer,
     SummaryRowSerializer,
 )
