@@ -101,7 +101,29 @@ def arm_flags(arm: Arm, decisions: list[EngineDecision], baseline: list[EngineDe
             f"{arm.label} ran with {_joined(map(graphs_text, graphs))} while the baseline ran with "
             f"{_joined(map(graphs_text, baseline_graphs))}: a CUDA-graph difference is mixed into its speedup."
         )
-    return flags
+    return flags + _kv_cache_flags(arm.label, decisions, baseline)
+
+
+# KV-cache sizes within this share of each other hold the same requests for all practical purposes.
+KV_CACHE_TOLERANCE = 0.05
+
+
+def _kv_cache_flags(label: str, decisions: list[EngineDecision], baseline: list[EngineDecision]) -> list[str]:
+    """An arm whose servers hold fewer (or more) KV-cache tokens than the baseline's: a draft
+    model's weights and KV cache come out of the same memory budget, so at a concurrency the
+    baseline's cache holds, the arm's requests may queue or be preempted."""
+    arm_tokens, baseline_tokens = _known(decisions, "kv_cache_tokens"), _known(baseline, "kv_cache_tokens")
+    if not arm_tokens or not baseline_tokens:
+        return []
+    fewest, base = min(arm_tokens), min(baseline_tokens)
+    if abs(fewest - base) <= KV_CACHE_TOLERANCE * base:
+        return []
+    change = (fewest - base) / base
+    return [
+        f"{label}'s servers hold {fewest:,} KV-cache tokens against the baseline's {base:,} ({change:+.0%}): at a "
+        "concurrency the baseline's cache holds, its requests may queue or be preempted, so its per-token speedup "
+        "need not carry over to capacity (the question's capacity guard)."
+    ]
 
 
 # vLLM 0.32 says when it turns async scheduling off (config/vllm.py), never when it turns it on.

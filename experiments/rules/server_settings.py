@@ -83,6 +83,19 @@ SERVER_SETTINGS: tuple[ServerSetting, ...] = (
         highest=1,
     ),
     ServerSetting(
+        name="kv_cache_memory_bytes",
+        label="KV cache size (bytes)",
+        help_text="The KV cache's size per server, in bytes (--kv-cache-memory-bytes), in place of what "
+        "--gpu-memory-utilization (GPU) or SPECDASH_CPU_KVCACHE_GIB (CPU) would give it. A draft model's KV "
+        "cache comes out of the same size, so a small one shows where a draft arm's requests start to queue. "
+        "Empty: the worker's default.",
+        kind=int,
+        flag="--kv-cache-memory-bytes",
+        engine_field="kv_cache_memory_bytes",
+        lowest=2**20,
+        highest=2**44,
+    ),
+    ServerSetting(
         name="max_num_seqs",
         label="Max sequences per step",
         help_text="Most requests the scheduler runs in one step (--max-num-seqs). Empty: vLLM's default for "

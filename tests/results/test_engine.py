@@ -116,3 +116,16 @@ def test_the_api_gives_each_arms_decisions_and_flags(logged_in_client):
         }
     ]  # fmt: skip
     assert engine["suffix k=8"]["flags"][0].startswith("suffix k=8 ran on Model Runner V1")
+
+
+def test_an_arm_whose_servers_hold_fewer_kv_tokens_is_flagged_with_the_share():
+    """87,296 tokens for the baseline, 69,837 for the draft arm's servers (−20 %: its weights and KV
+    cache share the budget); within 5 % is not flagged."""
+    rows = _rows(_experiment(CPU, CPU | {"kv_cache_tokens": 69_837}, method=Arm.Method.DRAFT_MODEL))
+    assert rows["suffix k=8"].engine_flags == [
+        "suffix k=8's servers hold 69,837 KV-cache tokens against the baseline's 87,296 (-20%): at a concurrency "
+        "the baseline's cache holds, its requests may queue or be preempted, so its per-token speedup need not "
+        "carry over to capacity (the question's capacity guard)."
+    ]
+    close = _rows(_experiment(CPU, CPU | {"kv_cache_tokens": 85_000}, method=Arm.Method.DRAFT_MODEL))
+    assert close["suffix k=8"].engine_flags == []

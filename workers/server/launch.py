@@ -137,8 +137,9 @@ def arm_server_args(
         if synthetic_acceptance_length is None
         else arm.synthetic_config(synthetic_acceptance_length),
         chat_template=chat_template_for(model) if experiment.endpoint == Experiment.Endpoint.CHAT else None,
+        # The experiment's own KV cache size goes with its settings; else a CPU worker's default.
         kv_cache_bytes=None
-        if cuda_visible(settings.SPECDASH_VLLM_PYTHON)
+        if cuda_visible(settings.SPECDASH_VLLM_PYTHON) or experiment.kv_cache_memory_bytes
         else round(settings.SPECDASH_CPU_KVCACHE_GIB * 2**30),
         tensor_parallel_size=experiment.tensor_parallel_size,
         engine_settings=experiment.server_setting_values,

@@ -70,6 +70,7 @@ class ServerFields(forms.Form):
     )
     # The "Server settings" group (experiments/rules/server_settings.py): the same for every arm.
     gpu_memory_utilization = setting_field(server_settings.BY_NAME["gpu_memory_utilization"])
+    kv_cache_memory_bytes = setting_field(server_settings.BY_NAME["kv_cache_memory_bytes"])
     max_num_seqs = setting_field(server_settings.BY_NAME["max_num_seqs"])
     max_num_batched_tokens = setting_field(server_settings.BY_NAME["max_num_batched_tokens"])
     kv_cache_dtype = setting_field(server_settings.BY_NAME["kv_cache_dtype"])

@@ -252,3 +252,16 @@ def test_a_session_launch_holds_its_log_pid_folder_time_out_placement_and_profil
     assert "VLLM_CUSTOM_SCOPES_FOR_PROFILING" not in plain.env
     assert "--profiler-config" in profiled.args
     assert profiled.env["VLLM_CUSTOM_SCOPES_FOR_PROFILING"] == "1"
+
+
+def test_an_experiments_own_kv_cache_size_replaces_the_cpu_workers(served, celery_dispatch, settings):
+    """The flag once, with the experiment's bytes, for every arm; the worker's SPECDASH_CPU_KVCACHE_GIB not."""
+    settings.SPECDASH_ALLOW_ANY_MODEL_PATH = True
+    experiment = run_all(
+        new_experiment(celery_dispatch, arms=(NGRAM,), repetitions=1, kv_cache_memory_bytes=12_000_000)
+    )
+
+    assert experiment.status == Experiment.Status.FINISHED
+    for server in served.servers:
+        assert server.args.count("--kv-cache-memory-bytes") == 1
+        assert server.args[server.args.index("--kv-cache-memory-bytes") + 1] == "12000000"
