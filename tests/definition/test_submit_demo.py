@@ -26,6 +26,9 @@ def test_the_demo_passes_the_forms_rules():
     form = ExperimentForm(_as_posted(demo_fields()), user=UserFactory())
 
     assert form.is_valid(), form.errors
+    # The interactive objective: the form's guards are the ones the demo stores.
+    assert form.experiment_fields()["guards"] == demo_fields()["guards"]
+    assert [g["metric"] for g in demo_fields()["guards"]] == ["e2e", "output_throughput"]
 
 
 def test_the_demo_runs_baseline_replicate_ngram_draft_and_calibration_in_three_blocks(

@@ -4,6 +4,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from experiments.definition import services as definition
 from experiments.definition.services import ArmSpec
+from experiments.measurement.stats import objective
 from experiments.models import Arm, Experiment
 from experiments.prompt_sets.services import prompt_set_from_builtin
 from experiments.prompts.catalog import prompt_set_hash
@@ -40,7 +41,11 @@ def demo_fields() -> dict:
         "concurrency_levels": [1, 4],
         "repetitions": 4,
         "sequential": True,
+        # The interactive objective (experiments/measurement/stats/objective.py): an arm pays where
+        # its engine TPOT is faster and its E2E and output throughput are no more than 5 % worse.
+        "objective": "interactive",
         "primary_metric": "server_tpot",
+        "guards": [{"metric": g.metric, "margin": g.margin} for g in objective.PRESETS["interactive"].guards],
         "primary_levels": [],
         "server_per_block": True,
         "aa_replicate": True,
