@@ -19,6 +19,14 @@ def metric_label(metric: str) -> str:
     return SpeedupEstimate.Metric(metric).label if metric in SpeedupEstimate.Metric.values else metric
 
 
+def in_sentence(label: str) -> str:
+    """A label inside a sentence: "End-to-end latency" → "end-to-end latency", but "TTFT" and
+    "Engine-timed TPOT" keep their acronyms."""
+    if len(label) > 1 and label[1].islower():
+        return label[0].lower() + label[1:]
+    return label
+
+
 def _change(guard: objective.GuardLook) -> str:
     """A guard's estimate as a change: "−12 % [−20 %, −4 %]" (of the arm against the baseline)."""
     estimate = guard.estimate
@@ -40,7 +48,7 @@ def guard_json(guard: objective.GuardLook) -> dict:
 
 def _guard_phrase(guard: objective.GuardLook) -> str:
     capacity = " (its requests queued or were preempted where the baseline's were not, or the reverse)"
-    return f"{metric_label(guard.metric).lower()} {_change(guard)}{capacity if guard.implied else ''}"
+    return f"{in_sentence(metric_label(guard.metric))} {_change(guard)}{capacity if guard.implied else ''}"
 
 
 def sentence(joint: objective.JointDecision, primary_label: str) -> str:
@@ -50,8 +58,8 @@ def sentence(joint: objective.JointDecision, primary_label: str) -> str:
     worse = [g for g in joint.guards if g.status == objective.WORSE]
     unsure = [g for g in joint.guards if g.status == objective.UNSURE]
     if joint.word == objective.PAYS:
-        shown = ", ".join(f"{metric_label(g.metric).lower()} within {g.margin:.0%}" for g in joint.guards)
-        return f"pays: faster on {primary_label.lower()}" + (f", no worse on {shown}" if shown else "")
+        shown = ", ".join(f"{in_sentence(metric_label(g.metric))} within {g.margin:.0%}" for g in joint.guards)
+        return f"pays: faster on {in_sentence(primary_label)}" + (f", no worse on {shown}" if shown else "")
     if joint.word == objective.COSTS:
         costs = "; ".join(f"{_guard_phrase(g)}, beyond its {g.margin:.0%} margin" for g in worse)
         if faster:
@@ -59,11 +67,11 @@ def sentence(joint: objective.JointDecision, primary_label: str) -> str:
             return f"faster per token but costs {kind}: {costs}"
         return f"does not pay: {costs}"
     if joint.word == objective.NOT_WORTH_IT:
-        return f"does not pay: {primary.outcome} on {primary_label.lower()}"
+        return f"does not pay: {primary.outcome} on {in_sentence(primary_label)}"
     if faster and unsure:
         names = ", ".join(f"{_guard_phrase(g)} not shown within {g.margin:.0%}" for g in unsure)
-        return f"{joint.word}: faster on {primary_label.lower()}, but {names}"
-    return f"{WORDS.get(joint.word, joint.word)}: {primary.outcome} on {primary_label.lower()}"
+        return f"{joint.word}: faster on {in_sentence(primary_label)}, but {names}"
+    return f"{WORDS.get(joint.word, joint.word)}: {primary.outcome} on {in_sentence(primary_label)}"
 
 
 def joint_json(joint: objective.JointDecision, primary_label: str) -> dict:
@@ -94,10 +102,12 @@ def objective_json(experiment: Experiment) -> dict:
         "explanation": preset.explanation if preset is not None else "",
         "primary": experiment.primary_metric,
         "primary_label": metric_label(experiment.primary_metric),
+        "primary_in_sentence": in_sentence(metric_label(experiment.primary_metric)),
         "guards": [
             {
                 "metric": g["metric"],
                 "label": metric_label(g["metric"]),
+                "in_sentence": in_sentence(metric_label(g["metric"])),
                 "margin": g["margin"],
                 "margin_percent": f"{g['margin']:.0%}",
             }

@@ -91,6 +91,7 @@ class DeclaredGuardSerializer(Serializer):
     metric = serializers.CharField()
     # The serializer metaclass pops declared fields off the class, so this shadows no attribute.
     label = serializers.CharField()  # type: ignore[assignment]
+    in_sentence = serializers.CharField(help_text="The label as a sentence has it (its acronyms kept).")
     margin = serializers.FloatField()
     margin_percent = serializers.CharField()
 
@@ -102,6 +103,7 @@ class ObjectiveSerializer(Serializer):
     explanation = serializers.CharField()
     primary = serializers.CharField()
     primary_label = serializers.CharField()
+    primary_in_sentence = serializers.CharField(help_text="The primary metric as a sentence has it.")
     guards = DeclaredGuardSerializer(many=True)
 
 

@@ -156,7 +156,7 @@ def test_an_arm_that_gains_everywhere_pays(logged_in_client):
     experiment = seed_finished_experiment(**INTERACTIVE)
     draft = experiment.arms.get(method="draft_model")
     joint = _joint_rows(unescape(page_html(logged_in_client, experiment)))
-    assert joint[(draft.label, 1)].startswith("pays: faster on engine-timed tpot, no worse on end-to-end latency")
+    assert joint[(draft.label, 1)].startswith("pays: faster on engine-timed TPOT, no worse on end-to-end latency")
 
 
 def test_the_service_break_even_reads_the_joint_words(logged_in_client):
