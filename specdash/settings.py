@@ -220,9 +220,11 @@ SPECDASH_SERVER_START_TIMEOUT_S_BY_QUEUE = env_seconds_by_name("SPECDASH_SERVER_
 # How long the first server waits for the later servers' models to download
 # (workers/server/model_prefetch.py): a download of a real model is not a server start.
 SPECDASH_MODEL_PREFETCH_TIMEOUT_S = env_float("SPECDASH_MODEL_PREFETCH_TIMEOUT_S", 3600.0)
-# A run's time limit allows this long per generated token (experiments/measurement/planning/limits.py): generous
-# for a CPU host; a GPU pool can lower it to admit longer experiments.
+# A run's time limit allows this long per generated token (experiments/measurement/planning/limits.py): the
+# default is generous for a CPU host; a GPU pool names its own pace, by worker queue (for example h100=0.05),
+# so that its experiments are not priced at CPU pace (experiments/execution/worker_queues.seconds_per_token).
 SPECDASH_RUN_SECONDS_PER_TOKEN = env_float("SPECDASH_RUN_SECONDS_PER_TOKEN", 0.25)
+SPECDASH_RUN_SECONDS_PER_TOKEN_BY_QUEUE = env_seconds_by_name("SPECDASH_RUN_SECONDS_PER_TOKEN_BY_QUEUE")
 # A worker process beats every second; one silent this long is dead (workers/liveness.py).
 SPECDASH_HEARTBEAT_STALE_S = env_int("SPECDASH_HEARTBEAT_STALE_S", 30)
 # How long a worker keeps retrying to store a finished run while PostgreSQL does not answer;

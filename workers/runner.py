@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 
 from experiments import lifecycle
-from experiments.execution import dispatch, services
+from experiments.execution import dispatch, services, worker_queues
 from experiments.measurement.engine.prom import SpecCounters
 from experiments.measurement.planning import limits
 from experiments.models import Arm, Experiment, IllegalTransition, Run
@@ -177,7 +177,7 @@ def run_limit_s(experiment: Experiment, run: Run) -> float:
     return limits.run_time_limit_s(
         experiment_size(experiment),
         concurrency=run.concurrency,
-        seconds_per_token=settings.SPECDASH_RUN_SECONDS_PER_TOKEN,
+        seconds_per_token=worker_queues.seconds_per_token(experiment.worker_queue),
     )
 
 

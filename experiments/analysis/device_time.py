@@ -6,7 +6,6 @@ The continuation's budget (experiments/analysis/continuation.py) and the pages c
 experiment's device-minutes with `device_minutes`.
 """
 
-from django.conf import settings
 from django.db.models import Count, DurationField, ExpressionWrapper, F, Sum
 from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
@@ -52,10 +51,10 @@ def device_minutes(experiment: Experiment) -> float:
 
 def queue_costs(queue: str) -> device_cost.QueueCosts:
     """The queue's median start-up and seconds per token step; where it has no records, the
-    bounds its time limits use: its server start timeout, SPECDASH_RUN_SECONDS_PER_TOKEN."""
+    bounds its time limits use: its server start timeout and seconds per token (worker_queues)."""
     return device_cost.QueueCosts(
         start=device_cost.median_or(recent_starts(queue), worker_queues.server_start_timeout_s(queue)),
-        step=device_cost.median_or(recent_step_seconds(queue), settings.SPECDASH_RUN_SECONDS_PER_TOKEN),
+        step=device_cost.median_or(recent_step_seconds(queue), worker_queues.seconds_per_token(queue)),
     )
 
 

@@ -187,6 +187,7 @@ def submission_from_spec(spec: object, *, user: User | AnonymousUser) -> Submiss
         speculative_arms=arms.total_form_count(),
         sweep_lengths=arms.posted_sweep_lengths(),
         draft_arms=arms.posted_draft_arms(),
+        per_run_arms=arms.posted_per_run_arms(),
     )
     if not protocol_is_valid(form, arms):
         errors = _form_errors(form)

@@ -44,6 +44,7 @@ def _protocol_forms(request) -> tuple[ExperimentForm, BaseArmFormSet]:
         speculative_arms=arms.total_form_count() if arms.is_bound else 1,
         sweep_lengths=arms.posted_sweep_lengths() if arms.is_bound else 0,
         draft_arms=arms.posted_draft_arms() if arms.is_bound else None,
+        per_run_arms=arms.posted_per_run_arms() if arms.is_bound else 0,
     )
     return form, arms
 

@@ -162,3 +162,10 @@ def server_start_timeout_s(queue: str) -> float:
     (SPECDASH_SERVER_START_TIMEOUT_S_BY_QUEUE) or the default. The form's time limit and the
     worker read the same figure."""
     return settings.SPECDASH_SERVER_START_TIMEOUT_S_BY_QUEUE.get(queue, settings.SPECDASH_SERVER_START_TIMEOUT_S)
+
+
+def seconds_per_token(queue: str) -> float:
+    """How long a run on this queue may take per generated token, in its time limit: the queue's
+    own pace (SPECDASH_RUN_SECONDS_PER_TOKEN_BY_QUEUE) or the default, a CPU host's. The form's
+    time limit, its estimate and the worker's run limit read the same figure."""
+    return settings.SPECDASH_RUN_SECONDS_PER_TOKEN_BY_QUEUE.get(queue, settings.SPECDASH_RUN_SECONDS_PER_TOKEN)

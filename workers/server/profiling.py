@@ -25,6 +25,7 @@ from typing import TypedDict
 from django.conf import settings
 
 from experiments.execution import services as execution
+from experiments.execution import worker_queues
 from experiments.measurement.engine import trace_shares as profiles
 from experiments.measurement.planning import limits
 from experiments.models import Arm, Experiment, ProfiledInterval, Run
@@ -109,7 +110,7 @@ def interval_profile(base_url: str, experiment: Experiment, arm: Arm, level: int
         "top_p": experiment.top_p, "seed": experiment.seed, "ignore_eos": experiment.ignore_eos,
         "concurrency": level,
         "time_limit_s": limits.run_time_limit_s(
-            size, concurrency=level, seconds_per_token=settings.SPECDASH_RUN_SECONDS_PER_TOKEN
+            size, concurrency=level, seconds_per_token=worker_queues.seconds_per_token(experiment.worker_queue)
         ),
     }  # fmt: skip
     record: _IntervalOf = {"experiment": experiment, "arm": arm, "level": level, "worker_host": socket.gethostname()}

@@ -8,6 +8,7 @@ from typing import Any, cast
 
 from django import forms
 
+from experiments.analysis.variance import ONE_SERVER_PER_RUN_METHODS
 from experiments.definition.forms.fields import drop_errors, parsed, setting_field
 from experiments.definition.services import REPLICATE_LABEL, ArmSpec, arm_default_label
 from experiments.form_kit import clean_model_path, reject_controls, reject_markup
@@ -223,6 +224,17 @@ class BaseArmFormSet(forms.BaseFormSet):
             1
             for form in self.forms
             if form.data.get(form.add_prefix("method")) == Arm.Method.DRAFT_MODEL
+            and not form.data.get(form.add_prefix("DELETE"))
+        )
+
+    def posted_per_run_arms(self) -> int:
+        """How many posted arms start a server for every run (suffix decoding keeps a cache of
+        earlier responses for its server's life: workers/runner.py), before they are validated:
+        the experiment form's time limit counts their server starts per run."""
+        return sum(
+            1
+            for form in self.forms
+            if form.data.get(form.add_prefix("method")) in ONE_SERVER_PER_RUN_METHODS
             and not form.data.get(form.add_prefix("DELETE"))
         )
 

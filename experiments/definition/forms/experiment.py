@@ -30,20 +30,23 @@ MAX_ARRIVAL_SPAN_S = 3600
 FORM_ONLY_FIELDS = ("guard_metrics", "guard_margin")
 
 
-def experiment_limit_s(cleaned: dict, *, arms: int) -> float:
-    """The longest the experiment's task may run with `arms` arms (experiments/measurement/planning/limits.py)."""
+def experiment_limit_s(cleaned: dict, *, arms: int, per_run_arms: int = 0) -> float:
+    """The longest the experiment's task may run with `arms` arms, `per_run_arms` of which start a
+    server for every run (suffix decoding: workers/runner.py) rather than one per block
+    (experiments/measurement/planning/limits.py)."""
     size = limits.Size(
         warmup=cleaned["warmup_requests"],
         prompts=cleaned["num_prompts"],
         max_tokens=cleaned["max_tokens"],
         request_rate=cleaned.get("request_rate"),
     )
+    levels = measured_levels_at_most(cleaned)
     return limits.experiment_time_limit_s(
         size,
-        levels=measured_levels_at_most(cleaned),
+        levels=levels,
         runs_per_level=arms * cleaned["repetitions"],
-        sessions=arms * cleaned["repetitions"],
-        seconds_per_token=settings.SPECDASH_RUN_SECONDS_PER_TOKEN,
+        sessions=(arms - per_run_arms + per_run_arms * len(levels)) * cleaned["repetitions"],
+        seconds_per_token=worker_queues.seconds_per_token(cleaned.get("worker_queue", "")),
         server_start_s=worker_queues.server_start_timeout_s(cleaned.get("worker_queue", "")),
     )
 
@@ -90,16 +93,19 @@ class ExperimentForm(QuestionFields, WorkloadFields, ServerFields, _Described, O
         speculative_arms: int = MAX_ARMS,
         sweep_lengths: int = 0,
         draft_arms: int | None = None,
+        per_run_arms: int = 0,
         **kwargs,
     ):
         """`user`: who submits it, whose teams and prompt sets it may use. `speculative_arms`:
         how many the arm formset posts (the most there can be when unknown); `sweep_lengths`:
         how many synthetic acceptance lengths its arms list, each a server of its own per block;
-        `draft_arms`: how many of the posted arms use a draft model (None: not known)."""
+        `draft_arms`: how many of the posted arms use a draft model (None: not known); `per_run_arms`:
+        how many start a server for every run (suffix decoding), counted in the time limit."""
         super().__init__(*args, user=user, **kwargs)
         self.speculative_arms = speculative_arms
         self.sweep_lengths = sweep_lengths
         self.draft_arms = draft_arms
+        self.per_run_arms = per_run_arms
         self._offer_prompt_sets(user)
 
     def clean_request_rate(self):
@@ -161,7 +167,7 @@ class ExperimentForm(QuestionFields, WorkloadFields, ServerFields, _Described, O
         drafts = self.speculative_arms if self.draft_arms is None else self.draft_arms
         calibrations = drafts if cleaned.get("draft_calibration") else 0
         arms = self.speculative_arms + 1 + bool(cleaned.get("aa_replicate")) + calibrations
-        limit_s = experiment_limit_s(cleaned, arms=arms + self.sweep_lengths)
+        limit_s = experiment_limit_s(cleaned, arms=arms + self.sweep_lengths, per_run_arms=self.per_run_arms)
         allowed_s = settings.CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"]
         sweep = f" and {self.sweep_lengths} synthetic sweep servers" if self.sweep_lengths else ""
         if limit_s > allowed_s:

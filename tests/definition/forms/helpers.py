@@ -14,5 +14,6 @@ def bind(data):
         speculative_arms=arms.total_form_count(),
         sweep_lengths=arms.posted_sweep_lengths(),
         draft_arms=arms.posted_draft_arms(),
+        per_run_arms=arms.posted_per_run_arms(),
     )
     return form, arms
