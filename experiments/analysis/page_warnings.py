@@ -1,13 +1,15 @@
 """The warnings an experiment's analysis stores and the page prints above its results: the
 design's limits, runs and requests that failed or fell short of their level, environments
-that differ between arms, streams the client did not see as the engine made them, an A/A
+that differ between arms, what vLLM decided otherwise for an arm than for the baseline (its
+runner, scheduling, CUDA graphs, KV-cache size: experiments/analysis/engine_decisions.py),
+streams the client did not see as the engine made them, an A/A
 replicate called different (experiments/analysis/replicate.py), and outputs that differ
 from the baseline's more often than the replicate's.
 """
 
 from collections import defaultdict
 
-from experiments.analysis import replicate
+from experiments.analysis import engine_decisions, replicate
 from experiments.measurement.engine import stream_fidelity
 from experiments.measurement.stats import question, verdicts
 from experiments.models import Arm, EnvironmentSnapshot, Experiment, RequestRecord, Run, RunSummary
@@ -137,6 +139,7 @@ def analysis_warnings(
         experiment.protocol_warnings()
         + _design_warnings(experiment)
         + _environment_warnings(experiment)
+        + engine_decisions.experiment_flags(experiment)
         + _run_warnings(experiment)
         + stream_warnings(stream, labels)
         + replicate.replicate_warnings(experiment, decided, _replicate_label(compared))

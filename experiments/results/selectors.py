@@ -11,6 +11,7 @@ from typing import Any
 from django.db.models import Count, Prefetch, Q, QuerySet
 from django.shortcuts import get_object_or_404
 
+from experiments.analysis import engine_decisions as engine
 from experiments.execution import worker_queues
 from experiments.models import (
     Arm,
@@ -19,7 +20,6 @@ from experiments.models import (
     ExperimentAnalysis,
     Run,
 )
-from experiments.results import engine
 from experiments.rules import commands as shell
 
 

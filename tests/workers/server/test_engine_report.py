@@ -4,6 +4,12 @@ vLLM's log format (vllm/logger.py:28, "(%(vllm_process_name)s pid=%(process)d) %
 %(asctime)s [%(fileinfo)s:%(lineno)d] %(message)s", the line number that of the logger call). The
 CPU lines match what this host's servers logged on 2 December 2026 (the integration test's)."""
 
+import ast
+import re
+from pathlib import Path
+
+from django.conf import settings
+
 from workers.server.engine_report import EngineReport, parse_engine_report, read_engine_report
 
 API = "(APIServer pid=4101) "
@@ -147,3 +153,89 @@ def test_the_log_is_read_from_its_head_only(tmp_path):
 
 def test_a_missing_log_reports_nothing(tmp_path):
     assert read_engine_report(tmp_path / "none.log") == EngineReport()
+
+
+# ---------------------------------------------------------------- lines made from vLLM's own format strings
+
+VLLM_SOURCE = next((Path(settings.SPECDASH_VLLM_PYTHON).parent.parent / "lib").glob("python3*/site-packages/vllm"))
+
+
+def vllm_messages(source: str, needle: str) -> list[str]:
+    """The string literals of the installed vLLM's `source` file that hold `needle`, as the
+    interpreter joins them (adjacent literals made one; an f-string's fields as "{}")."""
+    tree = ast.parse((VLLM_SOURCE / source).read_text())
+    texts = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            texts.append(node.value)
+        elif isinstance(node, ast.JoinedStr):
+            texts.append("".join(p.value if isinstance(p, ast.Constant) else "{}" for p in node.values))
+    found = [text for text in texts if needle in text]
+    assert found, f"vLLM's {source} no longer says {needle!r}: read its new words into engine_report.py"
+    return found
+
+
+def formatted(template: str, *values: str) -> str:
+    """A %-style or f-string template (as vllm_messages gives it) filled with `values` in order."""
+    parts = re.split(r"%[sd]|\{\}", template)
+    assert len(parts) == len(values) + 1, (template, values)
+    return "".join(part + value for part, value in zip(parts, [*values, ""], strict=True))
+
+
+def logged(level: str, source: str, message: str) -> str:
+    return f"{ENGINE}{level} 12-04 10:00:00 [{Path(source).name}:1] {message}"
+
+
+SPEC_DECODE_DOWNGRADE = logged(
+    "WARNING", "config/compilation.py",
+    formatted(vllm_messages("config/compilation.py", "with spec-decode for attention backend")[0],
+              "FULL_AND_PIECEWISE", "FLASH_ATTN", "AttentionCGSupport.UNIFORM_SINGLE_TOKEN_DECODE")
+    + next(m for m in vllm_messages("config/compilation.py", "; setting") if m == "; setting cudagraph_mode=PIECEWISE"),
+)  # fmt: skip
+DYNAMIC_SPEC_OVERRIDE = logged(
+    "WARNING", "config/vllm.py",
+    formatted(vllm_messages("config/vllm.py", "Overriding cudagraph_mode from %s to ")[0], "FULL_AND_PIECEWISE"),
+)  # fmt: skip
+STOCK_COMPILE_OVERRIDE = logged(
+    "INFO",
+    "config/vllm.py",
+    formatted(vllm_messages("config/vllm.py", "Overriding cudagraph_mode %s to NONE")[0], "FULL"),
+)
+FLASHINFER_DISABLED_LINE = logged(
+    "WARNING", "utils/flashinfer.py", vllm_messages("utils/flashinfer.py", "FlashInfer kernels are disabled")[0]
+)
+KERNELS_MISSING_LINE = logged(
+    "WARNING", "utils/flashinfer.py",
+    formatted(vllm_messages("utils/flashinfer.py", "precompiled kernels are missing")[0], "0.6.1",
+              "flashinfer-cubin not installed"),
+)  # fmt: skip
+
+
+def test_the_runners_downgrade_for_speculation_wins_over_the_config_line():
+    """The config line says FULL_AND_PIECEWISE; the model runner, resolving the mode against an
+    attention backend that cannot run full graphs with spec-decode, sets PIECEWISE: the arm ran
+    with PIECEWISE, and its baseline (no speculation) with FULL_AND_PIECEWISE."""
+    report = parse_engine_report([*GPU_V2_LOG[:2], SPEC_DECODE_DOWNGRADE, *GPU_V2_LOG[2:]])
+
+    assert report.cuda_graphs == "PIECEWISE"
+    assert report.evidence["cuda_graphs"].endswith("; setting cudagraph_mode=PIECEWISE")
+    assert parse_engine_report(GPU_V2_LOG).cuda_graphs == "FULL_AND_PIECEWISE"
+
+
+def test_the_last_override_wins_and_an_override_to_none_is_off():
+    chained = parse_engine_report([*GPU_V2_LOG[:2], DYNAMIC_SPEC_OVERRIDE, SPEC_DECODE_DOWNGRADE, *GPU_V2_LOG[2:]])
+    assert chained.cuda_graphs == "PIECEWISE"
+    assert parse_engine_report([*GPU_V2_LOG[:2], DYNAMIC_SPEC_OVERRIDE, *GPU_V2_LOG[2:]]).cuda_graphs == "PIECEWISE"
+    off = parse_engine_report([*GPU_V2_LOG[:2], STOCK_COMPILE_OVERRIDE])
+    assert off.cuda_graphs == "off"
+    assert off.evidence["cuda_graphs"].startswith("CUDA graphs are not supported with stock torch.compile")
+
+
+def test_flashinfer_turned_off_or_without_its_kernels_is_recorded_with_its_line():
+    disabled = parse_engine_report([*GPU_V2_LOG, FLASHINFER_DISABLED_LINE])
+    missing = parse_engine_report([*GPU_V2_LOG, KERNELS_MISSING_LINE])
+
+    assert (disabled.flashinfer, missing.flashinfer) == ("disabled", "kernels missing")
+    assert disabled.record()["engine_log_lines"]["flashinfer"].startswith("FlashInfer kernels are disabled")
+    assert "flashinfer-python 0.6.1" in missing.evidence["flashinfer"]
+    assert parse_engine_report(GPU_V2_LOG).flashinfer is None

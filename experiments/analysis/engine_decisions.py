@@ -1,7 +1,9 @@
 """What vLLM decided for each arm's servers, as their logs said (workers/server/engine_report.py,
 stored on the runs' EnvironmentSnapshot), and the sentences that flag an arm whose model runner,
-async scheduling or CUDA graphs differ from the baseline's: that difference is then mixed into
-the arm's speedup, beside speculation's own effect."""
+async scheduling, CUDA graphs or KV-cache size differ from the baseline's: that difference is
+then mixed into the arm's speedup, beside speculation's own effect. The protocol card shows them
+per arm (experiments/results/selectors.py) and the verdict's warnings repeat them
+(experiments/analysis/page_warnings.py), with a worker whose vLLM ran without FlashInfer's kernels."""
 
 from collections import defaultdict
 from collections.abc import Iterable
@@ -22,6 +24,9 @@ class EngineDecision:
     cuda_graphs: str
     kv_cache_tokens: int | None
     log_lines: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+    # "disabled" or "kernels missing" where vLLM said so (workers/server/engine_report.py; kept
+    # only as its line in engine_log_lines), else "".
+    flashinfer: str = ""
 
     @property
     def recorded(self) -> bool:
@@ -49,6 +54,14 @@ class EngineDecision:
         return {name: getattr(self, name) for name in FIELDS} | {"log_lines": self.log_lines}
 
 
+def flashinfer_state(log_lines: dict[str, str]) -> str:
+    """What vLLM's FlashInfer line (engine_log_lines["flashinfer"]) said: "" without one."""
+    line = log_lines.get("flashinfer", "")
+    if not line:
+        return ""
+    return "disabled" if line.startswith("FlashInfer kernels are disabled") else "kernels missing"
+
+
 def scheduling_text(value: bool | None) -> str:
     return {True: "async scheduling on", False: "async scheduling off", None: f"async scheduling {NOT_LOGGED}"}[value]
 
@@ -68,10 +81,40 @@ def arm_decisions(*, experiment: Experiment) -> dict[int, list[EngineDecision]]:
             cuda_graphs=row["cuda_graphs"],
             kv_cache_tokens=row["kv_cache_tokens"],
             log_lines=row["engine_log_lines"],
+            flashinfer=flashinfer_state(row["engine_log_lines"]),
         )
         if decision.recorded and decision not in decisions[row["run__arm_id"]]:
             decisions[row["run__arm_id"]].append(decision)
     return decisions
+
+
+def experiment_flags(experiment: Experiment) -> list[str]:
+    """Every arm's flags against the baseline (arm_flags), then one line per FlashInfer state
+    vLLM reported on this experiment's servers: the verdict's warnings (page_warnings.py)."""
+    decisions = arm_decisions(experiment=experiment)
+    arms = list(experiment.arms.order_by("position"))
+    baseline = next((decisions.get(arm.id, []) for arm in arms if arm.is_baseline), [])
+    flags = [flag for arm in arms for flag in arm_flags(arm, decisions.get(arm.id, []), baseline)]
+    return flags + _flashinfer_warnings(arms, decisions)
+
+
+def _flashinfer_warnings(arms: list[Arm], decisions: dict[int, list[EngineDecision]]) -> list[str]:
+    """vLLM says so only where some code asks for FlashInfer, so an arm's line and a baseline's
+    silence are no difference between them: the warning is about the worker, not the arm."""
+    warnings = []
+    for state in ("disabled", "kernels missing"):
+        said = [arm.label for arm in arms if any(d.flashinfer == state for d in decisions.get(arm.id, []))]
+        if said:
+            line = next(
+                d.log_lines["flashinfer"] for a in arms for d in decisions.get(a.id, []) if d.flashinfer == state
+            )
+            warnings.append(
+                f"vLLM ran without FlashInfer's precompiled kernels on this worker ({state}; servers of "
+                f"{', '.join(said)}: “{line}”): its kernels, start-up time and so its speedups may differ from a host "
+                "that has them. `vllm download-kernels` in the worker's vLLM environment installs them "
+                "(`./dev check-host` says so)."
+            )
+    return warnings
 
 
 def _known(decisions: Iterable[EngineDecision], name: str) -> set:
