@@ -121,3 +121,89 @@ def test_a_preset_leaves_out_goodput_without_an_slo_and_the_primary_itself():
     shared = objective.PRESETS["shared"]
     assert [g.metric for g in objective.guards_for(shared.guards, primary=shared.primary, has_slo=False)] == ["e2e_p95"]
     assert [g.metric for g in objective.guards_for(shared.guards, primary="e2e_p95", has_slo=True)] == ["goodput"]
+
+
+# ---------------------------------------------------------------- looks, late cells, the words' timing
+
+SEQUENTIAL_5 = sequential.Design(max_blocks=5, sequential=True, margin=0.02, worthwhile_gain=0.07)
+STEADY = {1: 1.2, 2: 1.1, 3: 1.15, 4: 1.18, 5: 1.12}
+
+
+def test_a_guard_is_tested_at_its_looks_level_of_the_spending_boundary():
+    """Looks after 3, 4 and 5 blocks, a family of four: one-sided 0.28 %, 0.42 % and 0.79 % on the
+    spending boundary (Pocock's would be 0.53 % at each): the early look is the strictest."""
+    levels = {}
+    for look in (3, 4, 5):
+        found = objective.guard_look(STEADY, Guard("e2e"), design=SEQUENTIAL_5, family=4, blocks=look,
+                                     own_look=look, looks=(3, 4, 5))  # fmt: skip
+        levels[look] = (1 - found.confidence) / 2
+        assert found.blocks == look
+    assert levels == {3: pytest.approx(0.002839, abs=2e-5), 4: pytest.approx(0.004239, abs=2e-5),
+                      5: pytest.approx(0.007884, abs=2e-5)}  # fmt: skip
+
+
+def _joint(cell, outcome, ratios, **kwargs):
+    (joint,) = objective.joint_decisions([cell], [_decision(outcome)], [Guard("e2e")], {cell.key: ratios}, **kwargs)
+    return joint
+
+
+def test_a_late_cell_tests_its_guards_at_its_own_looks():
+    """A level a search added in block 3 of a 5-block design: its own first look is after its third
+    block (block 5 of the experiment); before that its guard is not shown, and nothing is tested."""
+    late = sequential.PrimaryCell(KEY, {3: 1.3, 4: 1.3, 5: 1.3}, None, entered=3)
+    ratios = {"e2e": {3: 1.2, 4: 1.1, 5: 1.15}}
+    before = _joint(late, sequential.OPEN, ratios, design=SEQUENTIAL_5, blocks_run=4, final=False)
+    (guard,) = before.guards
+    assert (guard.metric, guard.margin, guard.status, guard.blocks, guard.confidence) == (
+        "e2e",
+        0.05,
+        "not shown",
+        0,
+        0.0,
+    )
+    assert guard.estimate.point == pytest.approx((1.2 * 1.1 * 1.15) ** (1 / 3))
+    after = _joint(late, sequential.FASTER, ratios, design=SEQUENTIAL_5, blocks_run=5, final=True)
+    assert (after.guards[0].status, after.guards[0].blocks, after.word) == (objective.SHOWN, 3, objective.PAYS)
+    assert (after.key, after.primary.outcome) == (KEY, sequential.FASTER)
+
+
+def test_a_fixed_design_stopped_short_tests_its_guards_at_what_it_has():
+    fixed_5 = sequential.Design(max_blocks=5, sequential=False, margin=0.02, worthwhile_gain=0.07)
+    cell = sequential.PrimaryCell(KEY, dict.fromkeys((1, 2, 3, 4), 1.3))
+    ratios = {"e2e": {1: 1.2, 2: 1.1, 3: 1.15, 4: 1.18}}
+    stopped = _joint(cell, sequential.FASTER, ratios, design=fixed_5, blocks_run=4, final=True)
+    assert (stopped.guards[0].status, stopped.guards[0].blocks) == (objective.SHOWN, 4)
+    running = _joint(cell, sequential.OPEN, ratios, design=fixed_5, blocks_run=4, final=False)
+    assert (running.guards[0].status, running.guards[0].blocks) == (objective.UNSURE, 0)
+
+
+@pytest.mark.parametrize(
+    ("blocks_run", "final", "word"),
+    [(3, False, objective.OPEN), (3, True, objective.INCONCLUSIVE), (5, False, objective.INCONCLUSIVE)],
+)
+def test_a_faster_cell_whose_guard_is_unsure_stays_open_while_blocks_may_follow(blocks_run, final, word):
+    cell = sequential.PrimaryCell(KEY, dict.fromkeys(range(1, 6), 1.3))
+    wide = {"e2e": {1: 0.6, 2: 1.6, 3: 1.0, 4: 0.7, 5: 1.5}}
+    assert _joint(cell, sequential.FASTER, wide, design=SEQUENTIAL_5, blocks_run=blocks_run, final=final).word == word
+
+
+def test_no_capacity_guard_is_added_where_capacity_is_the_primary_or_a_guard_already():
+    cell = sequential.PrimaryCell(KEY, {1: 1.3, 2: 1.25, 3: 1.35})
+    differs = frozenset({KEY})
+    common = {"design": FIXED_3, "blocks_run": 3, "final": True, "capacity_differs": differs}
+    ratios = {KEY: {"e2e": STEADY}}
+    (on_capacity,) = objective.joint_decisions([cell], [_decision(sequential.FASTER)], [Guard("e2e")], ratios,
+                                               primary_metric="output_throughput", **common)  # fmt: skip
+    assert [g.metric for g in on_capacity.guards] == ["e2e"]
+    guarded = [Guard("e2e"), Guard("output_throughput")]
+    (already,) = objective.joint_decisions([cell], [_decision(sequential.FASTER)], guarded, ratios,
+                                           primary_metric="server_tpot", **common)  # fmt: skip
+    assert [(g.metric, g.implied) for g in already.guards] == [("e2e", False), ("output_throughput", False)]
+
+
+def test_a_cell_without_guard_ratios_has_its_guards_not_shown():
+    cell = sequential.PrimaryCell(KEY, {1: 1.3, 2: 1.25, 3: 1.35})
+    (joint,) = objective.joint_decisions([cell], [_decision(sequential.FASTER)], [Guard("e2e")], {},
+                                         design=FIXED_3, blocks_run=3, final=True)  # fmt: skip
+    assert [(g.metric, g.status) for g in joint.guards] == [("e2e", objective.UNSURE)]
+    assert joint.word == objective.INCONCLUSIVE
