@@ -10,7 +10,7 @@ from typing import cast
 from experiments.measurement.deploy import batch_schedule
 from experiments.measurement.planning.limits import MAX_LOOKUP, MAX_SPECULATIVE_TOKENS
 from experiments.models import Arm
-from experiments.rules import json_input, server_settings, text_rules
+from experiments.rules import json_input, server_settings, speculation_targets, text_rules
 from experiments.rules.model_paths import model_path_refusal
 
 # Arm.Method members are str and hash as their values, so a method named in JSON finds its keys.
@@ -18,11 +18,13 @@ _PARAM_KEYS = cast(dict[str, tuple[str, ...]], Arm.PARAM_KEYS)
 _OPTIONAL_KEYS = cast(dict[str, tuple[str, ...]], Arm.OPTIONAL_PARAM_KEYS)
 
 
-def config_problem(config) -> str | None:
+def config_problem(config, *, target_model: str | None = None, tensor_parallel_size: int | None = None) -> str | None:
     """What makes a decoded speculative config one specdash does not run, or None. The keys
     are the ones the experiment form sets (Arm.PARAM_KEYS: every other vLLM key, such as
     trust_remote_code, is refused), with the form's bounds, and a path passes the installation's
-    model rule (experiments/rules/model_paths.py) as one typed into the form does."""
+    model rule (experiments/rules/model_paths.py) as one typed into the form does. Where the
+    door knows the target, the method is checked beside it (experiments/rules/speculation_targets.py:
+    MTP needs the target's own layers, a draft model's tensor parallel size the target's)."""
     if not isinstance(config, dict):
         return "it is not a JSON object"
     problem = json_input.problem(config)
@@ -40,7 +42,23 @@ def config_problem(config) -> str | None:
         problem = batch_schedule.problem(config[batch_schedule.KEY], k=config["num_speculative_tokens"])
         if problem:
             return f"its {batch_schedule.KEY}: {problem}"
-    return _params_problem(method, config_params(config))
+    return _params_problem(method, config_params(config)) or _target_problem(
+        method, config_params(config), target_model, tensor_parallel_size
+    )
+
+
+def _target_problem(
+    method: str, params: dict, target_model: str | None, tensor_parallel_size: int | None
+) -> str | None:
+    if target_model:
+        problem = speculation_targets.target_problem(method, target_model)
+        if problem:
+            return problem
+    draft = params.get("draft_tensor_parallel_size")
+    if tensor_parallel_size is None or not isinstance(draft, int):
+        return None
+    problem = speculation_targets.draft_tensor_parallel_problem(method, draft, target=tensor_parallel_size)
+    return f"its draft_tensor_parallel_size {problem}" if problem else None
 
 
 def is_k(k) -> bool:

@@ -29,6 +29,7 @@ from experiments.imports import methods as import_methods
 from experiments.imports import protocol as import_protocol
 from experiments.imports.bench_files import BenchFile, BenchFileRefused
 from experiments.models import Arm, Experiment, RequestRecord, Run, RunSummary
+from experiments.rules import speculation_targets
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +65,10 @@ def arms_from_files(files: list[BenchFile]) -> list[ImportedArm]:
             "Import the baseline's files too, and give baseline files one --label."
         )
     arms = baselines + [arm for arm in arms if arm.method != Arm.Method.BASELINE]
+    for arm in arms:
+        problem = speculation_targets.target_problem(arm.method, models[0])
+        if problem:
+            raise BenchFileRefused(f"Arm “{arm.label}”: {problem}.")
     import_protocol.protocol_check([(arm.label, arm.files) for arm in arms])
     return arms
 

@@ -120,7 +120,11 @@ class DecisionForm(forms.Form):
         if arm is not None and evidence and arm.experiment_id not in {e.id for e in evidence}:
             self.add_error("arm", f"The arm comes from #{arm.experiment_id}, which is not cited.")
         if kind == Decision.Kind.DEPLOY and arm is not None:
-            problem = config_problem(arm.speculative_config())
+            problem = config_problem(
+                arm.speculative_config(),
+                target_model=arm.experiment.target_model,
+                tensor_parallel_size=arm.experiment.tensor_parallel_size,
+            )
             if problem:
                 # An imported arm whose method came from its label has no settings to deploy.
                 self.add_error(

@@ -156,13 +156,6 @@ ARM_SETTINGS: tuple[ServerSetting, ...] = (DRAFT_TENSOR_PARALLEL_SIZE,)
 DRAFT_TP_METHODS = ("draft_model", "eagle", "eagle3")
 
 
-def draft_tensor_parallel_problem(draft: int, *, target: int) -> str | None:
-    """Why vLLM would refuse a draft tensor parallel size with this target's, or None."""
-    if draft in (1, target):
-        return None
-    return f"must be 1 or the target's tensor parallel size ({target}): vLLM 0.32 refuses {draft}"
-
-
 def batch_problem(values: Mapping[str, Value | None]) -> str | None:
     """Why vLLM would refuse the settings together, or None: its scheduler refuses a token
     budget smaller than the sequences per step (SchedulerConfig.verify_max_model_len). A budget

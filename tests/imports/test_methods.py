@@ -152,10 +152,10 @@ def test_the_command_takes_methods(user, tmp_path):
     for name, data in _configless_pairs(label="mystery"):
         (tmp_path / name).write_bytes(data)
 
-    call_command("import_bench", str(tmp_path), owner="alice", name="with methods", method=["mystery = mtp 3"])
+    call_command("import_bench", str(tmp_path), owner="alice", name="with methods", method=["mystery = suffix 3"])
 
     arm = Arm.objects.get(label="mystery")
-    assert (arm.method, arm.num_speculative_tokens, arm.params) == ("mtp", 3, {})
+    assert (arm.method, arm.num_speculative_tokens, arm.params) == ("suffix", 3, {})
 
 
 @pytest.mark.django_db

@@ -28,6 +28,7 @@ from django.conf import settings
 
 from experiments.execution import worker_queues
 from experiments.models import Arm, Experiment
+from experiments.rules import speculation_targets
 from experiments.rules.model_paths import model_path_refusal
 from workers.host.envinfo import cuda_visible, gpu_info
 from workers.server import affinity, method_support, profiling, synthetic_acceptance
@@ -39,6 +40,12 @@ from workers.server.vllm_server import ServerStartError
 
 class SyntheticAcceptanceUnsupported(ServerStartError):
     """A synthetic acceptance session on a host whose vLLM refuses it: no server is started."""
+
+
+class TargetRefused(ServerStartError):
+    """An arm whose method cannot run beside the experiment's target, as this worker's disk shows
+    it (experiments/rules/speculation_targets.py: MTP without MTP layers, a draft model at another
+    tensor parallel size than the target's): no server is started."""
 
 
 class ModelRefused(ServerStartError):
@@ -98,6 +105,24 @@ def launch_check(launch: ServerLaunch, arm: Arm, synthetic_acceptance_length: fl
         if reason is not None:
             raise SyntheticAcceptanceUnsupported(f"{reason}. Run the sweep on a GPU worker's queue.", log_tail="")
     method_support.check(arm.method, settings.SPECDASH_VLLM_PYTHON)
+    target_check(arm)
+
+
+def target_check(arm: Arm) -> None:
+    """The doors checked the arm beside its target where the web server could read the target;
+    the worker reads its own copy, and the experiment may predate the rule."""
+    if arm.is_calibration:
+        return  # it serves its draft model alone
+    experiment = arm.experiment
+    problem = speculation_targets.target_problem(arm.method, experiment.target_model)
+    draft = arm.params.get("draft_tensor_parallel_size")
+    if problem is None and isinstance(draft, int):
+        tp = speculation_targets.draft_tensor_parallel_problem(
+            arm.method, draft, target=experiment.tensor_parallel_size
+        )
+        problem = f"its draft tensor parallel size {tp}" if tp else None
+    if problem:
+        raise TargetRefused(f"{arm.label}: {problem}.", log_tail="")
 
 
 def tensor_parallel_refusal(experiment: Experiment) -> str | None:

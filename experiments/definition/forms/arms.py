@@ -15,7 +15,7 @@ from experiments.form_kit import clean_model_path, reject_controls, reject_marku
 from experiments.measurement.deploy import batch_schedule
 from experiments.measurement.planning.limits import MAX_LOOKUP, MAX_SPECULATIVE_TOKENS
 from experiments.models import Arm
-from experiments.rules import server_settings
+from experiments.rules import server_settings, speculation_targets
 from experiments.rules.number_lists import parse_synthetic_sweep
 
 MAX_ARMS = 8
@@ -207,12 +207,21 @@ class BaseArmFormSet(forms.BaseFormSet):
             labels.add(label.casefold())
 
     def check_draft_tensor_parallel(self, *, target: int) -> None:
-        """A draft's tensor parallel size is one vLLM takes beside the target's."""
+        """A draft's tensor parallel size is one vLLM takes beside the target's
+        (experiments/rules/speculation_targets.py)."""
         for form in self.live_forms():
-            draft = form.cleaned_data.get("draft_tensor_parallel_size")
-            problem = server_settings.draft_tensor_parallel_problem(draft, target=target) if draft else None
-            if problem and form.cleaned_data.get("method") in PATH_METHODS:
+            method, draft = form.cleaned_data.get("method"), form.cleaned_data.get("draft_tensor_parallel_size")
+            problem = speculation_targets.draft_tensor_parallel_problem(str(method), draft, target=target)
+            if problem and method in PATH_METHODS:
                 form.add_error("draft_tensor_parallel_size", f"Draft tensor parallel size {problem}.")
+
+    def check_target(self, target_model: str) -> None:
+        """Each arm's method runs beside this target: MTP needs the target's own MTP layers,
+        read from its config.json where this host holds it (experiments/rules/speculation_targets.py)."""
+        for form in self.live_forms():
+            problem = speculation_targets.target_problem(str(form.cleaned_data.get("method")), target_model)
+            if problem:
+                form.add_error("method", f"{problem[0].upper()}{problem[1:]}.")
 
     def arm_specs(self) -> list[ArmSpec]:
         return [form.arm_spec() for form in self.live_forms()]

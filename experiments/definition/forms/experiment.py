@@ -202,10 +202,14 @@ class BudgetForm(forms.Form):
 
 
 def protocol_is_valid(form: ExperimentForm, arms: BaseArmFormSet) -> bool:
-    """Both validated, so that every error shows at once, then the rule across them: each
-    draft's tensor parallel size beside the target's."""
+    """Both validated, so that every error shows at once, then the rules across them: each
+    draft's tensor parallel size beside the target's, and each method beside the target (MTP
+    needs the target's own layers)."""
     form_valid, arms_valid = form.is_valid(), arms.is_valid()
     target = form.cleaned_data.get("tensor_parallel_size") if form.is_bound else None
     if arms_valid and target is not None:
         arms.check_draft_tensor_parallel(target=target)
+    target_model = form.cleaned_data.get("target_model") if form.is_bound else None
+    if arms_valid and target_model:
+        arms.check_target(target_model)
     return form_valid and arms.is_valid()

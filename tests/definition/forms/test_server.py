@@ -8,6 +8,8 @@ from experiments.definition.forms.experiment import protocol_is_valid
 from tests.definition.forms.helpers import bind
 from tests.factories import DRAFT_ARM_FORM, form_data
 
+EAGLE_ARM_FORM = {**DRAFT_ARM_FORM, "method": "eagle"}
+
 # The form reads the user's teams and prompt sets.
 pytestmark = pytest.mark.django_db
 
@@ -29,7 +31,7 @@ def test_server_settings_are_stored_as_given_and_empty_ones_left_to_vllm():
     form, arms = bind(
         form_data(
             gpu_memory_utilization="0.85", max_num_seqs="64", kv_cache_dtype="fp8", tensor_parallel_size="2",
-            arms=[{**DRAFT_ARM_FORM, "draft_tensor_parallel_size": "1"}, {**DRAFT_ARM_FORM, "label": "tp 2"}],
+            arms=[{**EAGLE_ARM_FORM, "draft_tensor_parallel_size": "1"}, {**DRAFT_ARM_FORM, "label": "tp 2"}],
         )
     )  # fmt: skip
 
@@ -37,10 +39,11 @@ def test_server_settings_are_stored_as_given_and_empty_ones_left_to_vllm():
     fields = form.experiment_fields()
     assert (fields["gpu_memory_utilization"], fields["max_num_seqs"], fields["kv_cache_dtype"]) == (0.85, 64, "fp8")
     assert (fields["max_num_batched_tokens"], fields["quantization"]) == (None, "")
-    draft_tp1, draft = arms.arm_specs()
-    assert draft_tp1.params["draft_tensor_parallel_size"] == 1
+    # A draft model runs at the target's size (experiments/rules/speculation_targets.py); an EAGLE head may run at 1.
+    head_tp1, draft = arms.arm_specs()
+    assert head_tp1.params["draft_tensor_parallel_size"] == 1
     assert "draft_tensor_parallel_size" not in draft.params
-    assert definition.arm_default_label(draft_tp1) == "Draft model k=4 draft TP 1"
+    assert definition.arm_default_label(head_tp1) == "EAGLE k=4 draft TP 1"
 
 
 def test_server_setting_errors_say_what_vllm_takes():
