@@ -429,7 +429,8 @@ def check_hugging_face(found: Findings) -> Check:
         return Check(OK, "Hugging Face", f"{where}, token present")
     return Check(
         WARN, "Hugging Face", f"{where}, no token: gated models (Llama, Gemma …) will not download",
-        f"HF_HOME={found.hf_home} hf auth login, as the worker's user (or HF_TOKEN=… in the worker's environment)",
+        f"as the worker's user: env HF_HOME={found.hf_home} {Path(found.vllm_python).parent}/hf auth login "
+        "(or HF_TOKEN=… in its environment)",
     )  # fmt: skip
 
 
@@ -439,7 +440,7 @@ def check_arctic_inference(found: Findings) -> Check:
     return Check(
         FAIL if found.wants_suffix else WARN, "arctic-inference",
         "not installed: suffix decoding arms would not start",
-        f".venv-vllm/bin/pip install {ARCTIC_INFERENCE} (only where suffix arms run; its build needs g++)",
+        f"{found.vllm_python} -m pip install {ARCTIC_INFERENCE} (only where suffix arms run; its build needs g++)",
     )  # fmt: skip
 
 
