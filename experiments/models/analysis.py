@@ -53,6 +53,17 @@ class SpeedupEstimate(models.Model):
     p_value = models.FloatField(null=True, blank=True)
     equivalence_low = models.FloatField(null=True, blank=True)
     equivalence_high = models.FloatField(null=True, blank=True)
+    # On the block model (Experiment.verdict_method) a settled primary cell's point and interval
+    # account for the look it stopped at (experiments/measurement/stats/stopping.py): the interval at
+    # 95 % conditional on the stop; `plain_*` keep the plain estimate and its interval at `confidence`.
+    stopping_aware = models.BooleanField(
+        default=False, help_text="The point and interval account for the look the cell stopped at."
+    )
+    plain_point = models.FloatField(
+        null=True, blank=True, help_text="The plain estimate, where the shown one accounts for the stop."
+    )
+    plain_low = models.FloatField(null=True, blank=True)
+    plain_high = models.FloatField(null=True, blank=True)
 
     class Meta:
         ordering = ["arm__position", "metric", "concurrency"]

@@ -14,7 +14,15 @@ from django.db.models import F, Q
 from experiments.measurement.planning.planner import MIN_RESOLUTION, SearchRange
 from experiments.measurement.stats.objective import Guard
 from experiments.measurement.stats.question import Question
-from experiments.measurement.stats.sequential import BOUNDARIES, FIRST_LOOK, POCOCK_BOUNDARY, SPENDING_BOUNDARY, Design
+from experiments.measurement.stats.sequential import (
+    BLOCK_MODEL,
+    BOUNDARIES,
+    FIRST_LOOK,
+    PER_CELL_T,
+    POCOCK_BOUNDARY,
+    SPENDING_BOUNDARY,
+    Design,
+)
 from experiments.models.base import TeamQuerySet, team_field
 from experiments.rules import server_settings
 from experiments.rules.server_settings import MAX_TENSOR_PARALLEL_SIZE
@@ -178,6 +186,17 @@ class Experiment(models.Model):
         editable=False,
         help_text="The group-sequential boundary the looks use (experiments/measurement/stats/sequential.py); "
         "experiments run before the spending boundary keep Pocock's when their looks are replayed.",
+    )
+    verdict_method = models.CharField(
+        max_length=16,
+        choices=[
+            (BLOCK_MODEL, "block model: pooled spread, estimates that account for the stop"),
+            (PER_CELL_T, "each cell's t on its own blocks"),
+        ],
+        default=BLOCK_MODEL,
+        editable=False,
+        help_text="The test of the looks (experiments/measurement/stats/sequential.py, block_decisions.py); "
+        "experiments run before the block model keep the per-cell t when their looks are replayed.",
     )
     max_device_minutes = models.FloatField(
         null=True, blank=True,
@@ -343,6 +362,7 @@ class Experiment(models.Model):
             margin=self.equivalence_margin,
             worthwhile_gain=self.worthwhile_gain,
             spending=BOUNDARIES[self.boundary],
+            method=self.verdict_method,
         )
         search = self.search_range
         family = search.family_size if search else None

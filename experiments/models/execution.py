@@ -10,6 +10,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
 from experiments.measurement.engine import stream_fidelity
+from experiments.measurement.engine.host_load import foreign_load
 from experiments.models.arm import Arm
 from experiments.models.definition import Experiment
 from experiments.models.fields import PackedArrayField
@@ -204,10 +205,36 @@ class RunSummary(models.Model):
         null=True, help_text="Difference of vLLM's preemption counter across the measured interval."
     )
 
+    # The host's state over the run (experiments/measurement/engine/host_load.py, read from /proc by
+    # workers/host/host_load.py); null on runs recorded before it was, or off Linux.
+    host_foreign_cpu = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="Share of the host's CPU time other processes took during the run (1 = every core).",
+    )
+    host_steal = models.FloatField(
+        null=True, blank=True, help_text="Share of the host's CPU time stolen by the hypervisor."
+    )
+    host_load = models.FloatField(null=True, blank=True, help_text="The host's 1-minute load average at the run's end.")
+    host_cores = models.PositiveIntegerField(null=True, blank=True, help_text="The host's online CPUs.")
+    host_memory_stall = models.FloatField(
+        null=True, blank=True, help_text="Share of the run's time some task waited for memory (pressure stall)."
+    )
+    host_gpu_foreign = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="GPU utilisation by other processes at the run's end (1 = busy); null without a GPU.",
+    )
+
     objects = RunSummaryQuerySet.as_manager()
 
     def __str__(self):
         return f"summary of {self.run}"
+
+    @property
+    def host_flagged(self) -> bool:
+        """The run shared its host with other work (experiments/measurement/engine/host_load.py)."""
+        return foreign_load(self.host_foreign_cpu, self.host_steal, self.host_gpu_foreign)
 
     @property
     def stream_flagged(self) -> bool:

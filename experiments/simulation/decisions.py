@@ -81,7 +81,7 @@ def design_of(
     return sequential.Design(max_blocks, sequential=True, margin=MARGIN, worthwhile_gain=worthwhile, spending=spending)
 
 
-def naive_level(alpha: float, looks: tuple[int, ...], *args: object) -> float:
+def naive_level(alpha: float, looks: tuple[int, ...], *args: object, **kwargs: object) -> float:
     """The negative control: every look at the unadjusted 5 % (no boundary, no Holm);
     the equivalence interval unadjusted for the looks too."""
     return max(alpha, sequential.ALPHA)

@@ -66,6 +66,37 @@ DEMO = Shape("demo (A/A + 2 arms × 2 levels)", 2, (1, 4))
 LARGE = Shape("4 arms × 4 levels", 4, (1, 2, 4, 8))
 
 
+@dataclass(frozen=True)
+class Noise:
+    """Spreads and events beyond a disturbance (the scenarios of experiments/simulation/verdict_audit.py):
+    `scale` multiplies every server start's and run's spread (a noisy host); `arm_scale` gives each
+    arm, by index, a further factor on its own starts and runs (arms with different spreads: an
+    n-gram proposer on the host's cores); in a share `baseline_outliers` of blocks the baseline's
+    server runs 30–60 % slower at every level (an outlier every ratio of the block shares); in a
+    share `shocks` of blocks a stretch of consecutive runs is slowed 10–40 % (a shock to the host)."""
+
+    scale: float = 1.0
+    arm_scale: tuple[float, ...] = ()
+    baseline_outliers: float = 0.0
+    shocks: float = 0.0
+
+
+def _noisy(rng: np.random.Generator, log_run: np.ndarray, position: np.ndarray, noise: Noise) -> np.ndarray:
+    """The log slowdowns of every run with `noise` laid on."""
+    blocks, arms, levels = log_run.shape
+    log_run = log_run * noise.scale
+    if noise.arm_scale:
+        log_run = log_run * np.asarray(noise.arm_scale, float)[None, :arms, None]
+    outliers = np.asarray(rng.random(blocks) < noise.baseline_outliers, dtype=bool)
+    log_run[outliers, BASELINE, :] += np.log1p(rng.uniform(0.3, 0.6, int(outliers.sum())))[:, None]
+    per_block = arms * levels
+    for b in np.flatnonzero(rng.random(blocks) < noise.shocks):
+        start = b * per_block + int(rng.integers(0, per_block))
+        stretch = (position >= start) & (position < start + int(rng.integers(1, per_block + 1)))
+        log_run = log_run + np.where(stretch, math.log1p(rng.uniform(0.1, 0.4)), 0.0)
+    return log_run
+
+
 @dataclass
 class Experiment:
     """Every arm's runs in every block, and what each run cost in device-minutes."""
@@ -152,13 +183,14 @@ def _queue_factor(prefill: np.ndarray, decode_cost: np.ndarray, gain: float, los
 def simulate_experiment(
     rng: np.random.Generator, shape: Shape, *, gain: float, blocks: int, disturbance: str = "normal",
     gains: Sequence[float] | None = None, level_gains: Sequence[Sequence[float]] | None = None,
-    throughput_loss: float = 0.0,
+    throughput_loss: float = 0.0, noise: Noise | None = None,
 ) -> Experiment:  # fmt: skip
     """One experiment with every arm in every block; the candidates gain `gain` (or `gains`, one per
     candidate, or `level_gains`, one per candidate and level: a speedup that depends on concurrency).
     With `throughput_loss` the candidates' requests also wait before their first token (a queue, as
     an arm with fewer KV-cache tokens builds): their TPOT gains `gain`, while their E2E and output
-    throughput end `throughput_loss` worse than the baseline's."""
+    throughput end `throughput_loss` worse than the baseline's. `noise` adds the spreads and events of
+    a Noise (none when None)."""
     forget()
     arms, levels = shape.arms, np.array(shape.levels, float)
     size = (blocks, arms, len(levels))
@@ -170,6 +202,8 @@ def simulate_experiment(
     log_run = log_run + _log_host(rng, disturbance, position, arms * len(levels))
     if disturbance == "bursts":
         log_run = log_run + np.where(rng.random(size) < 0.1, np.log1p(rng.uniform(0.05, 0.30, size)), 0.0)
+    if noise is not None:
+        log_run = _noisy(rng, log_run, position, noise)
     effect = _effects(shape, gain, gains, level_gains)
     factor = np.exp(log_run)[..., None]
     decode_cost = (tokens - 1) * per_token * (1 + 0.15 * np.log2(levels))[None, None, :, None]

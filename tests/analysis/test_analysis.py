@@ -7,6 +7,7 @@ import pytest
 from experiments.analysis import page_warnings
 from experiments.analysis.services import experiment_analyse
 from experiments.measurement.encoding.token_ids import pack_token_ids, unpack_token_ids
+from experiments.measurement.stats.sequential import PER_CELL_T
 from experiments.models import Arm, EnvironmentSnapshot, Experiment, RequestRecord, Run, RunSummary, SpeedupEstimate
 from tests.factories import ArmFactory, ExperimentFactory, RequestRecordFactory, RunFactory, RunSummaryFactory
 
@@ -58,7 +59,11 @@ def _cell(arm, block, *, tpot, throughput, drafts=0, accepted=0, per_pos=None, v
 
 @pytest.fixture
 def experiment():
-    experiment = ExperimentFactory(concurrency_levels=[1], repetitions=BLOCKS, status=Experiment.Status.FINISHED)
+    # The per-cell method's hand-computed numbers (old experiments replay it); the block model's:
+    # tests/analysis/test_block_model_page.py.
+    experiment = ExperimentFactory(
+        concurrency_levels=[1], repetitions=BLOCKS, status=Experiment.Status.FINISHED, verdict_method=PER_CELL_T
+    )
     baseline = ArmFactory(experiment=experiment, baseline=True, position=0)
     replicate = ArmFactory(experiment=experiment, baseline=True, position=1, label="replicate", is_replicate=True)
     arm = ArmFactory(experiment=experiment, position=2, label="n-gram k=4", method=Arm.Method.NGRAM)

@@ -17,6 +17,7 @@ from experiments.analysis.loader import load_runs
 from experiments.analysis.services import experiment_analyse
 from experiments.measurement.deploy import batch_schedule
 from experiments.measurement.planning import planner
+from experiments.measurement.stats.sequential import PER_CELL_T
 from experiments.models import Arm, Experiment, Run
 from tests.factories import (
     ArmFactory,
@@ -53,6 +54,7 @@ def _search(**fields) -> tuple[Experiment, Arm, Arm]:
     search = {"search_low": 1, "search_high": 16, "search_resolution": 2.0}
     experiment = ExperimentFactory(
         concurrency_levels=[1, 16], repetitions=8, status=Experiment.Status.RUNNING, sequential=True,
+        verdict_method=PER_CELL_T,  # the per-cell method's words, which these block ratios were chosen for
         started_at=timezone.now() - timedelta(minutes=30), **search | fields,
     )  # fmt: skip
     baseline = ArmFactory(experiment=experiment, baseline=True, position=0)

@@ -11,6 +11,7 @@ from experiments.analysis import variance
 from experiments.analysis.loader import load_runs
 from experiments.analysis.services import experiment_analyse
 from experiments.measurement.stats import variance_components as vc
+from experiments.measurement.stats.sequential import PER_CELL_T
 from experiments.models import Arm, Experiment, Run, SpeedupEstimate
 from tests.factories import ArmFactory, ExperimentFactory, RequestRecordFactory, RunFactory, RunSummaryFactory
 
@@ -44,9 +45,11 @@ def _run(arm, level, block, tpot, started):
 def _experiment(*, arm_method=Arm.Method.NGRAM, timed=True, **fields):
     """Block by block, each arm's session waits START_S for its server, then runs level 1 and
     level 4 back to back, RUN_S each. Without `timed`, no run records its times."""
+    # The per-cell method: its primary cells' ratios are over the baseline alone, as the components' are.
     experiment = ExperimentFactory(
-        concurrency_levels=list(LEVELS), repetitions=BLOCKS, status=Experiment.Status.FINISHED, **fields
-    )
+        concurrency_levels=list(LEVELS), repetitions=BLOCKS, status=Experiment.Status.FINISHED,
+        verdict_method=PER_CELL_T, **fields,
+    )  # fmt: skip
     baseline = ArmFactory(experiment=experiment, baseline=True, position=0)
     replicate = ArmFactory(experiment=experiment, baseline=True, position=1, label="replicate", is_replicate=True)
     arm = ArmFactory(experiment=experiment, position=2, label="n-gram k=4", method=arm_method)

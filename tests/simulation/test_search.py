@@ -3,6 +3,8 @@ small): through the code the worker and the page use, it holds the family-wise f
 no effect, under drift and server-start variance, and finds a known break-even in its bracket.
 A negative control (no adjustment for the looks or the family) shows the check can fail."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -20,7 +22,8 @@ COSTS = (3.0, 1.0)
 
 def _plans(truth, *, n: int, seed: int, disturbance: str = "normal", rule=search.adaptive) -> list[search.Plan]:
     rng = np.random.default_rng(seed)
-    shape, design = Shape("search", 1, tuple(GRID)), design_of()
+    # The per-cell method's calibration (old experiments replay it); the block model's search: test_verdict_audit.py.
+    shape, design = Shape("search", 1, tuple(GRID)), replace(design_of(), method=sequential.PER_CELL_T)
     gains = [[truth(level) - 1 for level in GRID]]
     plans = []
     with memoised():

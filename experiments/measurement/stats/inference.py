@@ -13,6 +13,7 @@ verdict's pools decode time over decode tokens, the per-request one is the ratio
 TPOTs; the page shows the second where the two differ by more than the margin.
 """
 
+import math
 import statistics
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -316,3 +317,18 @@ def block_ratios(runs: Sequence[RunData], metric: str, *, baseline: int, arm: in
         if ratio is not None:
             ratios[block] = ratio
     return ratios
+
+
+def block_ratios_over(
+    runs: Sequence[RunData], metric: str, *, references: Sequence[int], arm: int, level: int
+) -> dict[int, float]:
+    """{block: the arm's ratio over the references'} where the first reference (the baseline) has a
+    ratio: the geometric mean of the arm's ratios over each reference that ran in the block. With
+    the A/A replicate beside the baseline, the two runs of the baseline's configuration halve the
+    baseline's share of every block's spread (experiments/measurement/stats/block_decisions.py)."""
+    over = [block_ratios(runs, metric, baseline=reference, arm=arm, level=level) for reference in references]
+    result = {}
+    for block, ratio in over[0].items():
+        logs = [math.log(ratio)] + [math.log(other[block]) for other in over[1:] if block in other]
+        result[block] = math.exp(math.fsum(logs) / len(logs))
+    return result

@@ -177,7 +177,18 @@ def block_interval(block_ratios: Sequence[float], *, confidence: float = CONFIDE
         return RatioEstimate(math.exp(mean), None, None, ratios, None, "one block, no interval")
     sd = statistics.stdev(logs)
     half = t_quantile(confidence, len(logs) - 1) * sd / math.sqrt(len(logs))
-    return RatioEstimate(math.exp(mean), math.exp(mean - half), math.exp(mean + half), ratios, sd)
+    return RatioEstimate(math.exp(mean), capped_exp(mean - half), capped_exp(mean + half), ratios, sd)
+
+
+MAX_LOG = 700.0  # exp() of more overflows a float
+
+
+def capped_exp(value: float) -> float:
+    """exp() held inside a float's range: at an early look of a long design a cell with two
+    blocks is tested at a tiny level, with a t quantile on 1 degree of freedom in the
+    thousands, and its interval's ends would overflow (issue 36). An end this far out reads
+    as unbounded either way."""
+    return math.exp(max(-MAX_LOG, min(MAX_LOG, value)))
 
 
 def blocks_to_settle(

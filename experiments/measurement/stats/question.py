@@ -9,7 +9,7 @@ call `question_decisions` on inference.RunData, so they decide alike. Django-fre
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from experiments.measurement.stats import inference, objective, sequential, verdicts
+from experiments.measurement.stats import block_decisions, inference, objective, sequential, verdicts
 
 CellKey = tuple[int, int]  # (arm, level)
 Decision = sequential.Decision[CellKey]
@@ -88,12 +88,13 @@ def _blocked(cell: inference.CellResult) -> str | None:
 
 def primary_cells(
     runs: Sequence[inference.RunData], cells: Sequence[inference.CellResult], *, baseline: int, arms: Sequence[int],
-    question: Question, entered: Mapping[CellKey, int] | None = None,
+    question: Question, entered: Mapping[CellKey, int] | None = None, replicate: int | None = None,
 ) -> list[sequential.PrimaryCell[CellKey]]:  # fmt: skip
     """The arms' cells on the question's metric at its levels, with their block ratios by
     block number (the looks replay blocks in order) and the block each was first scheduled in
     (`entered`; 1 where it has no entry). In a break-even search only the cells with an entry
-    (levels the arm was scheduled at) are cells."""
+    (levels the arm was scheduled at) are cells. On the block model an arm's ratio is over the
+    baseline and the A/A `replicate` together where the replicate ran (inference.block_ratios_over)."""
     by_key = {(c.arm, c.level): c for c in cells if c.metric == question.metric}
     entered = entered or {}
     result = []
@@ -101,7 +102,10 @@ def primary_cells(
         for level in question.levels:
             if question.family_per_arm is not None and (arm, level) not in entered:
                 continue
-            ratios = inference.block_ratios(runs, question.metric, baseline=baseline, arm=arm, level=level)
+            references = [baseline]
+            if question.design.method == sequential.BLOCK_MODEL and replicate is not None and arm != replicate:
+                references.append(replicate)
+            ratios = inference.block_ratios_over(runs, question.metric, references=references, arm=arm, level=level)
             cell = by_key.get((arm, level))
             blocked = _blocked(cell) if cell is not None else verdicts.NO_DATA
             result.append(sequential.PrimaryCell((arm, level), ratios, blocked, entered.get((arm, level), 1)))
@@ -121,19 +125,32 @@ def question_decisions(
     and the baseline was not, or the reverse (there the capacity guard must hold for "pays";
     not for an experiment from before objectives, which replays its single-metric question)."""
     blocks_run = max((run.block for run in runs), default=0)
+    every_arm = [*candidates, *confirmations, *([replicate] if replicate is not None else [])]
+    every_cell = primary_cells(
+        runs, cells, baseline=baseline, arms=every_arm, question=question, entered=entered, replicate=replicate
+    )
+    spreads = block_decisions.Spreads(every_cell)  # the block model pools over every family's cells
 
-    def family(arms: Sequence[int], *, futility: bool, searched: bool = False) -> list[Decision]:
-        primary = primary_cells(runs, cells, baseline=baseline, arms=arms, question=question, entered=entered)
+    def family(arms: Sequence[int], *, futility: bool, searched: bool = False, quiet: bool = False) -> list[Decision]:
+        primary = primary_cells(
+            runs, cells, baseline=baseline, arms=arms, question=question, entered=entered, replicate=replicate
+        )
         unmeasured = 0
         if searched and question.family_per_arm is not None:
             unmeasured = max(0, question.family_per_arm * len(arms) - len(primary))
+        if question.design.method == sequential.BLOCK_MODEL:
+            return block_decisions.decide(
+                primary, question.design, blocks_run=blocks_run, final=final, futility=futility,
+                unmeasured=unmeasured, spreads=spreads, quiet=quiet,
+            )  # fmt: skip
         return sequential.decide(
             primary, question.design, blocks_run=blocks_run, final=final, futility=futility, unmeasured=unmeasured
         )
 
-    # The replicate is no candidate: "not worth it" means nothing for it. Only the candidates'
-    # family counts the levels a search could have measured for them.
-    replicated = family([replicate], futility=False) if replicate is not None else []
+    # The replicate is no candidate: "not worth it" means nothing for it; on the block model it
+    # asks whether the host was quiet enough for the question. Only the candidates' family
+    # counts the levels a search could have measured for them.
+    replicated = family([replicate], futility=False, quiet=True) if replicate is not None else []
     confirmed = family(confirmations, futility=True) if confirmations else []
     decided = family(candidates, futility=True, searched=True)
     primary = primary_cells(runs, cells, baseline=baseline, arms=candidates, question=question, entered=entered)

@@ -61,6 +61,12 @@ SPENDING = 3.0
 POCOCK_BOUNDARY = "pocock"
 SPENDING_BOUNDARY = "spending-3"
 BOUNDARIES: dict[str, float | None] = {POCOCK_BOUNDARY: None, SPENDING_BOUNDARY: SPENDING}
+# The test of a look, by the name an experiment stores (Experiment.verdict_method): each cell's t
+# on its own blocks (experiments before issue 36, replayed so), or the block model's pooled spread
+# with stopping-aware estimates (experiments/measurement/stats/block_decisions.py).
+PER_CELL_T = "per-cell-t"
+BLOCK_MODEL = "block-model"
+METHODS = (PER_CELL_T, BLOCK_MODEL)
 
 FASTER = "faster"
 SLOWER = "slower"
@@ -80,7 +86,8 @@ class Design:
     `max_blocks` is the most blocks the experiment may run; `sequential` looks after every
     block from FIRST_LOOK on (else once, after the last); `margin` is the equivalence
     margin and `worthwhile_gain` the smallest gain worth deploying, both fractions;
-    `spending` the boundary's ρ (alpha spent as alpha · (n / N)^ρ), None for Pocock's.
+    `spending` the boundary's ρ (alpha spent as alpha · (n / N)^ρ), None for Pocock's;
+    `method` the test of a look (METHODS).
     """
 
     max_blocks: int
@@ -89,6 +96,13 @@ class Design:
     worthwhile_gain: float
     alpha: float = ALPHA
     spending: float | None = SPENDING
+    method: str = BLOCK_MODEL
+
+    @property
+    def normal_looks(self) -> bool:
+        """The boundary is calibrated on normal statistics (the block model's tests have many
+        degrees of freedom) rather than on each cell's own t with blocks − 1."""
+        return self.method == BLOCK_MODEL
 
     @property
     def looks(self) -> tuple[int, ...]:
@@ -122,8 +136,7 @@ class PrimaryCell(Generic[K]):
         """The cell's looks, in its own blocks: a design of the blocks left when it entered."""
         if self.entered == 1:
             return design.looks
-        return Design(design.max_blocks - self.entered + 1, design.sequential, design.margin,
-                      design.worthwhile_gain, design.alpha, design.spending).looks  # fmt: skip
+        return replace(design, max_blocks=design.max_blocks - self.entered + 1).looks
 
 
 @dataclass(frozen=True)
@@ -135,6 +148,13 @@ class Decision(Generic[K]):
     estimate at the deciding look, its interval at `confidence` (the adjusted level the
     call was tested at); `blocks` the blocks it rests on; `p_value` the two-sided t-test
     p-value of no effect at that look.
+
+    On the block model (BLOCK_MODEL, experiments/measurement/stats/block_decisions.py) a settled
+    or ended cell's `estimate` accounts for the look it stopped at (`stopping_aware`; its interval
+    at 95 %, conditional on the stop), `plain` is the plain one at `confidence` and
+    `test_interval` its ends (they exclude 1 exactly when the word is faster or slower);
+    `to_settle` is about how many blocks in all would settle an unsettled cell at the levels its
+    looks will test at (None: not planned, or beyond what a plan can say).
     """
 
     key: K
@@ -144,6 +164,10 @@ class Decision(Generic[K]):
     blocks: int
     p_value: float | None
     equivalence_interval: tuple[float, float] | None = None
+    plain: RatioEstimate | None = None
+    test_interval: tuple[float, float] | None = None
+    stopping_aware: bool = False
+    to_settle: int | None = None
 
     @property
     def settled(self) -> bool:
@@ -158,21 +182,27 @@ class Decision(Generic[K]):
 
 
 @functools.cache
-def _null_p(looks: tuple[int, ...]) -> np.ndarray:
+def _null_p(looks: tuple[int, ...], normal: bool = False) -> np.ndarray:
     """Under no effect and normal block log ratios: per simulated experiment (a row), the
-    two-sided t-test p-value at each look (a column). The same paths serve every alpha."""
+    two-sided p-value at each look (a column): of the t-test on the blocks so far, or with
+    `normal` of the mean over its known standard error. The same paths serve every alpha."""
     rng = np.random.default_rng(SIMULATION_SEED)
     draws = rng.standard_normal((SIMULATED_PATHS, max(looks)))
     columns = []
     for n in looks:
         sample = draws[:, :n]
+        if normal:
+            columns.append(2 * scipy_stats.norm.sf(np.abs(sample.sum(axis=1)) / math.sqrt(n)))
+            continue
         t = sample.mean(axis=1) / (sample.std(axis=1, ddof=1) / math.sqrt(n))
         columns.append(2 * scipy_stats.t.sf(np.abs(t), n - 1))
     return np.column_stack(columns)
 
 
 @functools.cache
-def look_levels(alpha: float, looks: tuple[int, ...], spending: float | None = None) -> tuple[float, ...]:
+def look_levels(
+    alpha: float, looks: tuple[int, ...], spending: float | None = None, normal: bool = False
+) -> tuple[float, ...]:
     """The p-level of each look, so that under no effect the chance of a call at any look
     is alpha. One look (or none): alpha itself.
 
@@ -180,12 +210,12 @@ def look_levels(alpha: float, looks: tuple[int, ...], spending: float | None = N
     as the power family α · (n / N)^ρ (Kim and DeMets): by the look after n of N blocks, at
     most that share of alpha has been spent. ρ = 3 is close to O'Brien and Fleming's
     boundary: strict at the first looks, where few blocks give few degrees of freedom, and
-    close to alpha itself at the last. Calibrated on simulated t paths, look by look: a
-    look's level lets through the paths, among those not called before, that its share of
-    alpha allows."""
+    close to alpha itself at the last. Calibrated on simulated t paths (normal ones with
+    `normal`), look by look: a look's level lets through the paths, among those not called
+    before, that its share of alpha allows."""
     if len(looks) <= 1:
         return (alpha,) * len(looks)
-    p = _null_p(looks)
+    p = _null_p(looks, normal)
     if spending is None:
         level = float(np.quantile(p.min(axis=1), alpha))
         return (level,) * len(looks)
@@ -207,10 +237,10 @@ def look_levels(alpha: float, looks: tuple[int, ...], spending: float | None = N
 
 
 def nominal_level(
-    alpha: float, looks: tuple[int, ...], look: int | None = None, spending: float | None = None
+    alpha: float, looks: tuple[int, ...], look: int | None = None, spending: float | None = None, normal: bool = False
 ) -> float:
     """The p-level of the look after `look` blocks (the last look when None)."""
-    levels = look_levels(alpha, looks, spending)
+    levels = look_levels(alpha, looks, spending, normal)
     if not levels:
         return alpha
     return levels[looks.index(look) if look in looks else len(looks) - 1]
@@ -307,7 +337,7 @@ def _holm_calls(looks: dict[K, _Look], family: int, design: Design) -> dict[K, t
         called[key] = (FASTER if point > 1 else SLOWER, level)
 
 
-def _looks_taken(design: Design, blocks_run: int, final: bool) -> list[int]:
+def looks_taken(design: Design, blocks_run: int, final: bool) -> list[int]:
     """The looks reached after `blocks_run` blocks. A fixed design that stopped short of
     its blocks (runs failed, or it was cancelled) takes its one look at what it has."""
     taken = [n for n in design.looks if n <= blocks_run]
@@ -316,7 +346,7 @@ def _looks_taken(design: Design, blocks_run: int, final: bool) -> list[int]:
     return taken
 
 
-def _looked_at(cell: PrimaryCell[K], design: Design, look_at: int) -> bool:
+def looked_at(cell: PrimaryCell[K], design: Design, look_at: int) -> bool:
     """Whether the experiment's look after `look_at` blocks is one of the cell's: always for a
     cell measured from the first block, from FIRST_LOOK of its own blocks for a late one."""
     return cell.entered == 1 or look_at - cell.entered + 1 in cell.own_looks(design)
@@ -341,12 +371,12 @@ def decide(
             decided[cell.key] = _decision(cell.key, _look(cell.ratios, blocks_run), cell.blocked, 0.95, design)
     family = sum(1 for cell in cells if cell.blocked is None) + unmeasured
     called = 0
-    taken = _looks_taken(design, blocks_run, final)
+    taken = looks_taken(design, blocks_run, final)
     for look_at in taken:
         looks = {
             cell.key: _cell_look(cell, design, look_at)
             for cell in cells
-            if cell.key not in decided and _looked_at(cell, design, look_at)
+            if cell.key not in decided and looked_at(cell, design, look_at)
         }
         calls = _holm_calls(looks, family - called, design)
         called += len(calls)
@@ -361,8 +391,8 @@ def decide(
                 decided[key] = _decision(key, look, otherwise, confidence, design)
     for cell in cells:
         if cell.key not in decided:
-            own = [look_at for look_at in taken if _looked_at(cell, design, look_at)]
-            still = _unsettled_outcome(design, blocks_run, final=final, looked=bool(own))
+            own = [look_at for look_at in taken if looked_at(cell, design, look_at)]
+            still = unsettled_outcome(design, blocks_run, final=final, looked=bool(own))
             last = _cell_look(cell, design, own[-1]) if own else None
             confidence = 1 - _call_level(design, family - called, last)
             look = _cell_look(cell, design, blocks_run)
@@ -370,7 +400,7 @@ def decide(
     return [decided[cell.key] for cell in cells]
 
 
-def _unsettled_outcome(design: Design, blocks_run: int, *, final: bool, looked: bool) -> str:
+def unsettled_outcome(design: Design, blocks_run: int, *, final: bool, looked: bool) -> str:
     """What a cell no look settled is: open while blocks may follow, else inconclusive
     (or too few blocks, when the experiment ended before its first look)."""
     if not final and blocks_run < design.max_blocks:

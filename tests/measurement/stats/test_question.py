@@ -16,7 +16,10 @@ from experiments.measurement.stats.intervals import RatioEstimate
 
 METRIC = "output_throughput"
 BASELINE, FAST, NULL, REPLICATE = 0, 1, 2, 9
-FIXED_3 = sequential.Design(max_blocks=3, sequential=False, margin=0.02, worthwhile_gain=0.05)
+# The per-cell method (old experiments replay it); the block model: tests/measurement/stats/test_block_decisions.py.
+FIXED_3 = sequential.Design(
+    max_blocks=3, sequential=False, margin=0.02, worthwhile_gain=0.05, method=sequential.PER_CELL_T
+)
 QUESTION = question.Question(metric=METRIC, levels=(4, 8), design=FIXED_3)
 
 
@@ -126,7 +129,9 @@ def test_before_any_run_every_primary_cell_has_no_data():
 def test_a_cell_no_look_settled_is_open_until_the_experiment_stops():
     sequential_5 = question.Question(
         metric=METRIC, levels=(4,),
-        design=sequential.Design(max_blocks=5, sequential=True, margin=0.02, worthwhile_gain=0.05),
+        design=sequential.Design(
+            max_blocks=5, sequential=True, margin=0.02, worthwhile_gain=0.05, method=sequential.PER_CELL_T
+        ),
     )  # fmt: skip
     data = runs(BASELINE, 4, 0, 0, 0) + runs(NULL, 4, -0.05, 0.0, 0.05)
     outcome = {
