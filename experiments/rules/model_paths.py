@@ -30,7 +30,10 @@ def model_path_refusal(value: str) -> str | None:
     """Why the model may not be loaded, or None when it may."""
     allow_any = settings.SPECDASH_ALLOW_ANY_MODEL_PATH
     models_dir = PurePosixPath(os.path.realpath(settings.SPECDASH_MODELS_DIR))
-    shell_problem = _shell_problem(_chosen_part(value, models_dir))
+    # As typed and as it will be stored (normalised: "a//-" is "a/-"), so that every door agrees.
+    shell_problem = _shell_problem(_chosen_part(value, models_dir)) or _shell_problem(
+        _chosen_part(os.path.normpath(value), models_dir) if value else value
+    )
     if shell_problem and not (allow_any and os.path.exists(value)):
         return shell_problem
     if allow_any:

@@ -331,7 +331,8 @@ def test_low_achieved_concurrency_is_flagged(experiment):
 def test_analysing_twice_replaces_the_estimates(experiment):
     experiment_analyse(experiment=experiment)
     experiment_analyse(experiment=experiment)
-    assert SpeedupEstimate.objects.filter(experiment=experiment).count() == 2 * 7  # arms x metrics (goodput only with an SLO)
+    # arms x metrics (goodput only with an SLO)
+    assert SpeedupEstimate.objects.filter(experiment=experiment).count() == 2 * 7
 
 
 def test_unpack_token_ids_reads_little_endian_uint32():

@@ -75,6 +75,7 @@ def _config_refuses(path: str) -> bool:
 @example(tail="it's")
 @example(tail="a b")
 @example(tail="-rf")
+@example(tail="/-")
 def test_a_path_the_rule_accepts_is_a_plain_shell_word_and_every_door_agrees(tail):
     path = f"{django_settings.SPECDASH_MODELS_DIR}/{tail}"
     refused = model_path_refusal(path) is not None
