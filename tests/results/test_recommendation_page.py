@@ -16,12 +16,14 @@ pytestmark = pytest.mark.django_db
 
 
 def _set_words(experiment, words):
-    """Give the stored primary cells these {(arm position, level): (outcome, point)}."""
+    """Give the stored primary cells these {(arm position, level): (outcome, point)}, as an analysis
+    without guards stores them (no joint word: the primary metric's word is the service's)."""
     analysis = experiment.analysis
     question = analysis.series["question"]
     arms = {arm.id: arm.position for arm in experiment.arms.all()}
     for cell in question["cells"]:
         cell["outcome"], point = words[(arms[cell["arm_id"]], cell["level"])]
+        cell.pop("joint", None)
         SpeedupEstimate.objects.filter(
             arm_id=cell["arm_id"], concurrency=cell["level"], metric=experiment.primary_metric, primary=True
         ).update(point=point, outcome=cell["outcome"])
