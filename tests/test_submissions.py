@@ -84,9 +84,7 @@ def test_a_comment_sent_twice_is_one_comment(logged_in_client, user):
 
 
 def _once(user, key: str, write, *, door: str = "/door/", kind: str = Submission.Kind.FORM, fingerprint: str = "f"):
-    return submissions.submission_once(
-        user=user, kind=kind, door=door, key=key, fingerprint=fingerprint, write=write
-    )
+    return submissions.submission_once(user=user, kind=kind, door=door, key=key, fingerprint=fingerprint, write=write)
 
 
 def test_a_key_is_the_users_own_for_one_kind_and_one_door(celery_dispatch):

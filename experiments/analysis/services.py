@@ -151,7 +151,9 @@ def experiment_analyse(*, experiment: Experiment) -> ExperimentAnalysis:
     words = {key: joint.word for key, joint in decided.joint_by_key().items()}
     SpeedupEstimate.objects.bulk_create(
         _estimate_row(
-            experiment, cell, decided.for_cell(cell.arm, cell.level, cell.metric, experiment.primary_metric),
+            experiment,
+            cell,
+            decided.for_cell(cell.arm, cell.level, cell.metric, experiment.primary_metric),
             words.get((cell.arm, cell.level), ""),
         )
         for cell in cells
