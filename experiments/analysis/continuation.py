@@ -153,7 +153,7 @@ def _blocks_needed(decided: question.QuestionDecisions, claim: Claim, margin: fl
         if decision is None:
             needs.append(sequential.FIRST_LOOK)
             continue
-        total = intervals.blocks_to_settle(decision.estimate, margin)
+        total = decision.to_settle or intervals.blocks_to_settle(decision.estimate, margin)
         needs.append(UNKNOWN_BLOCKS if total is None else max(1, total - decision.blocks))
     return min(needs, default=UNKNOWN_BLOCKS)
 

@@ -2,14 +2,15 @@
 design's limits, runs and requests that failed or fell short of their level, environments
 that differ between arms, what vLLM decided otherwise for an arm than for the baseline (its
 runner, scheduling, CUDA graphs, KV-cache size: experiments/analysis/engine_decisions.py),
-streams the client did not see as the engine made them, an A/A
+streams the client did not see as the engine made them, runs under foreign load and blocks
+that ran under different host states (experiments/analysis/host_states.py), an A/A
 replicate called different (experiments/analysis/replicate.py), and outputs that differ
 from the baseline's more often than the replicate's.
 """
 
 from collections import defaultdict
 
-from experiments.analysis import engine_decisions, replicate
+from experiments.analysis import engine_decisions, host_states, replicate
 from experiments.measurement.engine import stream_fidelity
 from experiments.measurement.stats import question, verdicts
 from experiments.models import Arm, EnvironmentSnapshot, Experiment, RequestRecord, Run, RunSummary
@@ -142,6 +143,7 @@ def analysis_warnings(
         + engine_decisions.experiment_flags(experiment)
         + _run_warnings(experiment)
         + stream_warnings(stream, labels)
+        + host_states.host_warnings(host_states.host_runs(experiment), labels)
         + replicate.replicate_warnings(experiment, decided, _replicate_label(compared))
         + fidelity_warnings(fidelity, labels)
     )

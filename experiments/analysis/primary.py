@@ -6,8 +6,8 @@ from dataclasses import dataclass, replace
 
 from django.db.models import Min
 
-from experiments.analysis import capacity, continuation, joint, search
-from experiments.measurement.stats import inference, intervals, question, sequential, verdicts
+from experiments.analysis import capacity, continuation, host_states, joint, search
+from experiments.measurement.stats import block_decisions, inference, intervals, question, sequential, verdicts
 from experiments.models import Experiment, SpeedupEstimate
 
 
@@ -84,9 +84,39 @@ def with_decisions(
     ]
 
 
+def _why_block_model(d: question.Decision, design: sequential.Design) -> str | None:
+    """Why a primary cell settled on the block model (None: as on the per-cell method)."""
+    band = f"[{1 / (1 + design.worthwhile_gain):.3f}, {1 + design.worthwhile_gain:.3f})"
+    spread = d.plain.note if d.plain is not None else ""
+    if d.outcome in (sequential.FASTER, sequential.SLOWER):
+        return (
+            f"called {d.outcome} after {d.blocks} blocks: p = {d.p_value:.2g}, within the {1 - d.confidence:.2g} "
+            f"that the primary cells' family-wise 5 % allows at this look (spread {spread})"
+        )
+    if d.outcome in (sequential.NOT_WORTH_IT, sequential.EQUIVALENT):
+        equivalent = d.outcome == sequential.EQUIVALENT
+        within = f" and its equivalence interval inside 1 ± {design.margin:.0%}" if equivalent else ""
+        return (
+            f"settled after {d.blocks} blocks: its interval at the family's one-sided {1 - d.confidence:.2g} a side "
+            f"lies inside {band}{within}: shown to gain less than {design.worthwhile_gain:.0%}, the smallest gain "
+            "worth deploying, and not to lose as much"
+        )
+    if d.outcome == block_decisions.QUIET:
+        lo, hi = d.equivalence_interval or (0.0, 0.0)
+        return (
+            f"quiet enough for the question after {d.blocks} blocks: its equivalence interval [{lo:.3f}, {hi:.3f}] "
+            f"lies inside {band}, so the spread between this host's blocks does not hide a gain worth deploying"
+        )
+    if d.outcome == sequential.OPEN and d.to_settle is not None:
+        return f"open after {d.blocks} blocks: about {d.to_settle} blocks in all would settle it at its current spread"
+    return None
+
+
 def _why(decision: question.Decision, design: sequential.Design, stop: str) -> str:
     """Why a primary cell stopped where it did, as the page says it."""
     d = decision
+    if design.method == sequential.BLOCK_MODEL and (said := _why_block_model(d, design)) is not None:
+        return said
     lo, hi = d.equivalence_interval or (None, None)
     if d.outcome in (sequential.FASTER, sequential.SLOWER):
         return (
@@ -113,11 +143,15 @@ def _why(decision: question.Decision, design: sequential.Design, stop: str) -> s
 def _cell_json(decision: question.Decision, design: sequential.Design, stop: str, labels: dict[int, str]) -> dict:
     arm, level = decision.key
     estimate = decision.estimate
+    plain = decision.plain
     return {
         "arm_id": arm, "arm": labels.get(arm, ""), "level": level, "outcome": decision.outcome,
         "figure": verdicts.figure(estimate), "confidence": decision.confidence,
         "confidence_percent": f"{decision.confidence:.1%}", "blocks": decision.blocks,
         "p_value": decision.p_value, "why": _why(decision, design, stop),
+        "stopping_aware": decision.stopping_aware,
+        "plain_figure": verdicts.figure(plain) if decision.stopping_aware and plain is not None else "",
+        "to_settle": decision.to_settle,
     }  # fmt: skip
 
 
@@ -125,13 +159,14 @@ UNSETTLED = (sequential.OPEN, sequential.INCONCLUSIVE, verdicts.TOO_FEW_BLOCKS)
 
 
 def _to_settle(decision: question.Decision, experiment: Experiment, step: continuation.Step, labels: dict) -> str:
-    """An unsettled cell and about how much more would settle it: the blocks intervals.blocks_to_settle
-    expects at its current estimate and spread (at least its first look's, FIRST_LOOK blocks), each a
+    """An unsettled cell and about how much more would settle it: the blocks its decision plans at the
+    levels its looks will test at (the block model), else those intervals.blocks_to_settle expects at its
+    current estimate and spread (at least its first look's, FIRST_LOOK blocks), each a
     server session for the arm and for every control arm at this experiment's mean device-minutes
     per session."""
     arm, level = decision.key
     name = f"{labels.get(arm, '')} at {level}"
-    total = intervals.blocks_to_settle(decision.estimate, experiment.equivalence_margin)
+    total = decision.to_settle or intervals.blocks_to_settle(decision.estimate, experiment.equivalence_margin)
     if total is None and decision.blocks >= sequential.FIRST_LOOK:
         return f"{name} (its spread gives no estimate of the blocks that would settle it)"
     more = max(1, max(total or 0, sequential.FIRST_LOOK) - decision.blocks)
@@ -156,6 +191,9 @@ def question_summary(
         "sequential": asked.design.sequential,
         "max_blocks": asked.design.max_blocks,
         "looks": list(asked.design.looks),
+        "block_model": asked.design.method == sequential.BLOCK_MODEL,
+        "host_states": host_states.block_states(host_states.host_runs(experiment)).sentence(),
+        "worthwhile": asked.design.worthwhile_gain,
         "blocks_run": step.blocks_run,
         "device_minutes": step.device_minutes,
         "budget": experiment.max_device_minutes,

@@ -30,10 +30,16 @@ def _estimate_row(
     and a candidate's with its word for the service (`word`)."""
     estimate = cell.estimate
     low, high = (decision.equivalence_interval or (None, None)) if decision else (None, None)
+    plain = decision.plain if decision is not None and decision.stopping_aware else None
     return SpeedupEstimate(
+        stopping_aware=plain is not None,
+        plain_point=plain.point if plain else None,
+        plain_low=plain.lo if plain else None,
+        plain_high=plain.hi if plain else None,
         word=word if decision is not None else "",
         primary=decision is not None,
-        confidence=decision.confidence if decision else intervals.CONFIDENCE,
+        # A stopping-aware interval is at 95 % conditional on the stop; the tested level stays in the why.
+        confidence=decision.confidence if decision and plain is None else intervals.CONFIDENCE,
         p_value=decision.p_value if decision else None,
         equivalence_low=low,
         equivalence_high=high,

@@ -4,7 +4,7 @@ the grid (an arm at a level with its stored estimate)."""
 
 from dataclasses import dataclass
 
-from experiments.measurement.stats import intervals, objective, sequential, verdicts
+from experiments.measurement.stats import block_decisions, intervals, objective, sequential, verdicts
 from experiments.models import SpeedupEstimate
 
 SPEEDUP_METRICS = (
@@ -23,6 +23,7 @@ OUTCOME_STYLE = {
     verdicts.INCONCLUSIVE: ("?", "inconclusive"),
     sequential.NOT_WORTH_IT: ("≤", "not worth it"),
     sequential.OPEN: ("…", "open"),
+    block_decisions.QUIET: ("≈", "quiet enough"),
     objective.PAYS: ("✓", "pays"),
     objective.COSTS: ("✗", "costs"),
 }
@@ -61,11 +62,22 @@ class GridCell:
 
     @property
     def confidence_label(self) -> str:
-        """The interval's confidence when it is not the usual 95 %: e.g. "98.8 %"."""
+        """The interval's confidence when it is not the usual 95 %: e.g. "98.8 %"; "95 % after the
+        stop" for an estimate that accounts for the look the cell stopped at."""
         e = self.estimate
+        if e is not None and e.stopping_aware:
+            return "95 % after the stop"
         if e is None or round(e.confidence, 4) == intervals.CONFIDENCE:
             return ""
         return f"{e.confidence:.1%}"
+
+    @property
+    def plain_figure(self) -> str:
+        """The plain estimate beside one that accounts for the stop (empty otherwise)."""
+        e = self.estimate
+        if e is None or not e.stopping_aware or e.plain_point is None:
+            return ""
+        return verdicts.figure(intervals.RatioEstimate(e.plain_point, e.plain_low, e.plain_high))
 
     @property
     def reason(self) -> str:

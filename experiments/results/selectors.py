@@ -12,6 +12,7 @@ from django.db.models import Count, Prefetch, Q, QuerySet
 from django.shortcuts import get_object_or_404
 
 from experiments.analysis import engine_decisions as engine
+from experiments.analysis import host_states
 from experiments.execution import worker_queues
 from experiments.models import (
     Arm,
@@ -105,6 +106,7 @@ class Environment:
     python: list[str]
     hardware: list[str]
     hosts: list[str]
+    host_state: str = ""  # how busy the host was over the runs (experiments/analysis/host_states.py)
 
 
 def _hardware(snapshot: Mapping[str, Any]) -> str:
@@ -149,6 +151,7 @@ def experiment_environment(*, experiment: Experiment) -> Environment | None:
         python=distinct("python_version"),
         hardware=sorted({_hardware(s) for s in snapshots}),
         hosts=distinct("host_name"),
+        host_state=host_states.card_sentence(host_states.host_runs(experiment)),
     )
 
 

@@ -35,19 +35,26 @@ def test_the_question_section_shows_each_primary_cell_as_stored(logged_in_client
     rows = html_tables(html)["question-cells"][1:]  # under the header
     stored = SpeedupEstimate.objects.filter(experiment=finished, primary=True).order_by("arm__position", "concurrency")
     assert len(rows) == stored.count() == 4  # two speculative arms at levels 1 and 4
+    tested = {(c["arm_id"], c["level"]): c["confidence"] for c in finished.analysis.series["question"]["cells"]}
     for row, estimate in zip(rows, stored, strict=True):
         arm, level, joint, word, figure, confidence, blocks, why = row
         assert (arm, int(level), word) == (estimate.arm.label, estimate.concurrency, estimate.outcome)
         # No objective (a single-metric question): pays is faster, and not worth it anything else settled.
         assert joint.startswith("pays" if estimate.outcome == "faster" else "does not pay")
-        assert figure == verdicts.figure(RatioEstimate(estimate.point, estimate.ci_low, estimate.ci_high))
-        assert confidence == f"{estimate.confidence:.1%}"
+        # On the block model a called cell shows its estimate after the stop (95 %), the plain one beside it.
+        assert estimate.stopping_aware
+        assert estimate.confidence == 0.95
+        after = verdicts.figure(RatioEstimate(estimate.point, estimate.ci_low, estimate.ci_high))
+        plain = verdicts.figure(RatioEstimate(estimate.plain_point, estimate.plain_low, estimate.plain_high))
+        assert figure == f"{after}after the stop; plain {plain}"
+        assert confidence == f"{tested[(estimate.arm_id, estimate.concurrency)]:.1%}"
         assert int(blocks) == estimate.n_repetitions
         assert why
     # All four called: Holm's step-down tested them at 5 %/4, 5 %/3, 5 %/2 and 5 %, smallest p first.
     assert {estimate.outcome for estimate in stored} <= {"faster", "slower"}
     by_p = sorted(stored, key=lambda estimate: estimate.p_value)
-    assert [e.confidence for e in by_p] == pytest.approx([1 - 0.05 / 4, 1 - 0.05 / 3, 1 - 0.05 / 2, 0.95])
+    levels = [tested[(e.arm_id, e.concurrency)] for e in by_p]
+    assert levels == pytest.approx([1 - 0.05 / 4, 1 - 0.05 / 3, 1 - 0.05 / 2, 0.95])
     stop = re.sub(r"\s+", " ", html.split('id="question-stop">')[1].split("</p>")[0])
     assert f"It took <strong>{SEEDED_BLOCKS} blocks</strong>" in stop
 

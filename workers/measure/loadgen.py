@@ -39,6 +39,7 @@ import aiohttp
 
 from experiments.measurement.encoding.packed import FLOAT64, UINT16, UINT32
 from experiments.measurement.engine import stream_fidelity
+from experiments.measurement.engine.host_load import HostState
 from experiments.measurement.engine.prom import (
     CapacityFigures,
     CapacitySample,
@@ -49,6 +50,7 @@ from experiments.measurement.engine.prom import (
     summarise_capacity,
 )
 from experiments.measurement.stats import acceptance, latency
+from workers.host.host_load import HostWatch
 
 ProgressCallback = Callable[[int, int], None]
 # A request's input: the text of a completion, or the messages of a chat.
@@ -108,6 +110,8 @@ class LoadResult:
     # KV-cache use, running and waiting requests sampled during the measured requests, and
     # the preemptions among them; None when not measured.
     capacity: CapacityFigures | None = None
+    # How busy the host was over the run (workers/host/host_load.py); None when not read.
+    host: HostState | None = None
 
 
 def poisson_offsets(count: int, rate: float | None, seed: int) -> list[float]:
@@ -359,8 +363,9 @@ async def run_load(
 
     vLLM's /metrics counters are read just before and just after the measured requests,
     so warm-up requests do not count towards `spec_counters` or the preemptions of
-    `capacity`; its gauges are sampled while the measured requests run. HTTP and connection
-    failures are recorded, never raised.
+    `capacity`; its gauges are sampled while the measured requests run. The host's state is
+    read around the measured requests too (`host`: workers/host/host_load.py). HTTP and
+    connection failures are recorded, never raised.
 
     `prompt_index` of a result is the prompt's position in `prompts`. Every request has
     the same `seed`, so an arm and its baseline sample alike. `on_request_done(done,
@@ -397,8 +402,10 @@ async def _measure(phase: _Phase, sampler: CapacitySampler, offsets: list[float]
     text_before = await fetch_metrics(phase.session, base_url)
     started_at = datetime.now(UTC)
     sampling = asyncio.create_task(sampler.run())
+    watch = HostWatch()
     try:
-        outcomes = await phase.run(offsets)
+        with watch:
+            outcomes = await phase.run(offsets)
     except BaseExceptionGroup as group:
         raise group.exceptions[0] from group
     finally:
@@ -422,6 +429,7 @@ async def _measure(phase: _Phase, sampler: CapacitySampler, offsets: list[float]
         capacity=summarise_capacity(
             _parsed(text_before, parse_capacity), sampler.samples, _parsed(text_after, parse_capacity)
         ),
+        host=watch.state,
     )
 
 

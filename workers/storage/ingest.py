@@ -11,6 +11,7 @@ from django.db import connection, transaction
 
 from experiments.measurement.encoding.packed import FLOAT64, UINT32, Packing, pack, unpack_many
 from experiments.measurement.engine import capacity, stream_fidelity
+from experiments.measurement.engine.host_load import HostState
 from experiments.measurement.engine.prom import SpecCounters
 from experiments.measurement.stats import latency
 from experiments.models import EnvironmentSnapshot, Experiment, RequestRecord, RunSummary
@@ -100,7 +101,17 @@ def summary_fields(load: LoadResult, counters: SpecCounters, experiment: Experim
     fields |= {f"itl_{key}_ms": value for key, value in latency.summarise_array(latency.itl_ms(*times)).items()}
     fields |= _latency_fields("e2e", [r.e2e_ms for r in ok if r.e2e_ms is not None])
     fields |= _latency_fields("server_tpot", [r.server_tpot_ms for r in ok if r.server_tpot_ms is not None])
-    return fields | stream_fields([r.stream for r in ok])
+    return fields | stream_fields([r.stream for r in ok]) | host_fields(load.host)
+
+
+def host_fields(state: HostState | None) -> dict:
+    """The RunSummary's host columns (null where the host was not read)."""
+    if state is None:
+        return {}
+    return {
+        "host_foreign_cpu": state.foreign_cpu, "host_steal": state.steal, "host_load": state.load,
+        "host_cores": state.cores, "host_memory_stall": state.memory_stall, "host_gpu_foreign": state.gpu_foreign,
+    }  # fmt: skip
 
 
 def stream_fields(checks: list[stream_fidelity.StreamCheck]) -> dict:

@@ -1,12 +1,15 @@
 import asyncio
 import itertools
 import json
+import os
 from array import array
 
 import pytest
 from aiohttp import web
 
+from experiments.measurement.engine.host_load import HostState
 from experiments.measurement.engine.prom import SpecCounters
+from workers.measure import loadgen
 from workers.measure.loadgen import (
     RequestResult,
     apply_event,
@@ -282,6 +285,43 @@ def test_spec_counters_cover_the_measured_requests_only():
     assert load.spec_counters == SpecCounters(
         num_drafts=6, num_draft_tokens=18, num_accepted_tokens=9, accepted_per_pos=[6, 3]
     )
+
+
+def test_the_host_state_is_read_around_the_measured_requests_only(monkeypatch):
+    fake = FakeVllm()
+    received = []  # the requests the server had received when the host was read
+
+    class Watch:
+        state = HostState(foreign_cpu=0.25, steal=0.0, memory_stall=None, load=1.0, cores=2)
+
+        def __enter__(self):
+            received.append(len(fake.bodies))
+            return self
+
+        def __exit__(self, *exc):
+            received.append(len(fake.bodies))
+
+    monkeypatch.setattr(loadgen, "HostWatch", Watch)
+
+    async def client(base_url):
+        return await run_load(
+            base_url=base_url, model="target", prompts=["w0", "w1", "m2", "m3"], warmup=2, max_tokens=6,
+            temperature=0.0, top_p=1.0, seed=42, ignore_eos=True, concurrency=2, timeout_s=10,
+        )  # fmt: skip
+
+    load = serve_fake(fake, client)
+    assert received == [2, 4]  # after the two warm-up requests, after the two measured ones
+    assert load.host is Watch.state
+
+
+def test_on_this_host_a_load_records_the_host_s_state():
+    load, _ = _load(["a", "b"])
+    if not os.path.exists("/proc/stat"):
+        assert load.host is None
+        return
+    assert load.host is not None
+    assert 0.0 <= load.host.foreign_cpu <= 1.0
+    assert load.host.cores == os.cpu_count()
 
 
 def test_failures_are_recorded_not_raised():

@@ -1,0 +1,64 @@
+"""An experiment of the block model (Experiment.verdict_method, the default for new ones) through
+the stored analysis and the page: a settled primary cell stores and shows its estimate after the
+stop with the plain one beside it; an experiment recorded before replays its per-cell method."""
+
+import pytest
+from django.urls import reverse
+
+from experiments.analysis.services import experiment_analyse
+from experiments.measurement.stats import sequential
+from experiments.models import Experiment, SpeedupEstimate
+from tests.factories import seed_finished_experiment
+
+pytestmark = pytest.mark.django_db
+
+
+def _primary(experiment: Experiment) -> list[SpeedupEstimate]:
+    return list(
+        SpeedupEstimate.objects.filter(experiment=experiment, primary=True).order_by("arm__position", "concurrency")
+    )
+
+
+def test_a_new_experiment_is_decided_on_the_block_model_and_stores_its_estimates_after_the_stop():
+    experiment = seed_finished_experiment()
+    assert experiment.verdict_method == sequential.BLOCK_MODEL
+    settled = [e for e in _primary(experiment) if e.outcome in ("faster", "slower")]
+    assert settled
+    for estimate in settled:
+        assert estimate.stopping_aware
+        assert estimate.confidence == 0.95
+        assert estimate.plain_low is not None
+        assert estimate.plain_high is not None
+        assert estimate.plain_low <= estimate.plain_point <= estimate.plain_high
+        # The word's side of 1 holds for both, and the shown point does not exceed the plain one.
+        if estimate.outcome == "faster":
+            assert estimate.plain_low > 1
+            assert 1 <= estimate.point <= estimate.plain_point * (1 + 1e-6)
+    question = experiment.analysis.series["question"]
+    assert question["block_model"]
+    cell = next(c for c in question["cells"] if c["outcome"] in ("faster", "slower"))
+    assert cell["stopping_aware"]
+    assert cell["plain_figure"]
+    assert "pooled over" in cell["why"] or "own blocks" in cell["why"]
+
+
+def test_the_page_shows_the_estimate_after_the_stop_and_the_plain_one(logged_in_client):
+    experiment = seed_finished_experiment()
+    html = logged_in_client.get(reverse("experiments:detail", args=[experiment.pk])).text
+    question = html.split('id="question-cells"')[1].split("</table>")[0]
+    assert "after the stop; plain" in question
+    assert "Tested at" in question
+    grid = html.split('id="grid-server_tpot"')[1].split("</table>")[0]
+    assert "95 % after the stop interval" in grid
+    assert 'class="plain"' in grid
+    assert "The block model" in html
+
+
+def test_an_experiment_recorded_before_replays_its_per_cell_method():
+    experiment = seed_finished_experiment(verdict_method=sequential.PER_CELL_T)
+    assert experiment.question.design.method == sequential.PER_CELL_T
+    assert not any(e.stopping_aware for e in _primary(experiment))
+    assert not experiment.analysis.series["question"]["block_model"]
+    before = [(e.outcome, e.point, e.ci_low, e.ci_high, e.confidence) for e in _primary(experiment)]
+    experiment_analyse(experiment=experiment)
+    assert [(e.outcome, e.point, e.ci_low, e.ci_high, e.confidence) for e in _primary(experiment)] == before
