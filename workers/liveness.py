@@ -9,7 +9,7 @@ import threading
 
 from django.db import DatabaseError, connection
 
-from experiments.execution import dispatch
+from experiments.execution import block_claims, dispatch
 
 logger = logging.getLogger(__name__)
 
@@ -17,11 +17,14 @@ BEAT_EVERY_S = 1.0
 
 
 class LeaseBeat:
-    """Beats the experiment's lease while the `with` block runs; stops on every exit path."""
+    """Beats the experiment's lease while the `with` block runs; stops on every exit path. With
+    `block_id` (an experiment dispatched by block), the lease of that block instead
+    (experiments/execution/block_claims.py)."""
 
-    def __init__(self, *, experiment_id: int, owner: str, every_s: float = BEAT_EVERY_S):
+    def __init__(self, *, experiment_id: int, owner: str, every_s: float = BEAT_EVERY_S, block_id: int | None = None):
         self.experiment_id = experiment_id
         self.owner = owner
+        self.block_id = block_id
         self.every_s = every_s
         self.lost = False
         self._stop = threading.Event()
@@ -44,8 +47,11 @@ class LeaseBeat:
 
     def _beat(self) -> None:
         try:
-            if not dispatch.experiment_lease_beat(experiment_id=self.experiment_id, owner=self.owner):
-                self.lost = True
+            if self.block_id is not None:
+                held = block_claims.block_beat(block_id=self.block_id, owner=self.owner)
+            else:
+                held = dispatch.experiment_lease_beat(experiment_id=self.experiment_id, owner=self.owner)
+            self.lost = self.lost or not held
         except DatabaseError as error:
             # PostgreSQL restarting: beat again once it answers, on a new connection.
             logger.warning("lease beat of experiment %s failed: %s", self.experiment_id, error)

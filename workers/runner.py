@@ -1,159 +1,46 @@
 """Execute an experiment on this worker in the order of its randomised block schedule.
 
-Runs are grouped into server sessions: with a server per block, one arm in one block;
-otherwise one arm across all its blocks. Every session starts a fresh vLLM server, runs
-its runs in their recorded level order, and stops the server. Each run's requests are
-ingested as soon as the run ends. All runs of an experiment execute on this one host, so
-that the arms share hardware, runtime and settings.
+An experiment dispatched by block (issue 38; every experiment with a fresh server per arm and
+block since then) is shared by the workers of its queue: each claims one queued block whole,
+runs every arm of it back to back on its host as server sessions (workers/sessions.py), closes
+it with the look it allows, and claims the next while blocks are queued
+(experiments/execution/block_claims.py). A worker whose hardware class differs from the
+experiment's is passed over and leaves. So the blocks of one experiment run in parallel on
+several hosts of one class, each block's arms on one host.
+
+An experiment without blocks (stored before, or one server per arm for all blocks) is held whole
+by one worker process, which runs all its runs on this one host, as before.
 """
 
-import itertools
 import logging
-import time
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import replace
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import DatabaseError, connection
 
 from experiments import lifecycle
-from experiments.execution import dispatch, services, worker_queues
-from experiments.measurement.engine.prom import SpecCounters
-from experiments.measurement.planning import limits
-from experiments.models import Arm, Experiment, IllegalTransition, Run
+from experiments.execution import block_claims, dispatch, fleet_capacity, services
+from experiments.execution.hardware_class import HardwareClass
+from experiments.models import Block, Experiment, IllegalTransition, Run
 from experiments.prompts.catalog import experiment_requests
-from workers.host.envinfo import capture_environment
+from workers.host import fingerprint
 from workers.liveness import LeaseBeat
-from workers.measure.loadgen import LoadResult, Prompt, run_load_sync
-from workers.server import profiling
-from workers.server.engine_report import read_engine_report
-from workers.server.launch import (
-    ServerHost,
-    client_cores,
-    launch_check,
-    models_prefetch,
-    session_launch,
-    tensor_parallel_refusal,
+from workers.measure.loadgen import Prompt
+from workers.server.launch import ServerHost, models_prefetch, tensor_parallel_refusal
+from workers.sessions import (
+    Execution,
+    RunCancelled,
+    Session,
+    experiment_cancelled,
+    runs_fail,
+    session_execute,
+    sessions_group,
+    stop_if_cancelled,
+    worker_claim,
 )
-from workers.server.model_prefetch import ModelPrefetch
-from workers.server.vllm_server import ServerStartError, VllmServer
 from workers.storage import spool
 
 logger = logging.getLogger(__name__)
-
-HEARTBEAT_EVERY_S = 1.0
-
-# Suffix decoding keeps the responses of earlier requests in a cache for the server's
-# life; on a server that served earlier runs, the same prompts would be answered from it.
-ONE_SERVER_PER_RUN_METHODS = {Arm.Method.SUFFIX}
-
-
-@dataclass
-class ProgressReporter:
-    """Heartbeat and progress of one run, written at most once a second."""
-
-    run: Run
-    total: int
-    last_beat: float = field(default=0.0)
-
-    def __call__(self, done: int, total: int) -> None:
-        """Runs after every measured request; raising here stops the load (workers.measure.loadgen).
-        A database that does not answer does not stop it: the results wait in the spool."""
-        now = time.monotonic()
-        if now - self.last_beat < HEARTBEAT_EVERY_S and done < total:
-            return
-        self.last_beat = now
-        try:
-            running = services.run_heartbeat(run_id=self.run.id, requests_done=done, requests_total=self.total)
-        except DatabaseError as error:
-            logger.warning("%s: progress not recorded (%s)", self.run, error)
-            connection.close()
-            return
-        if not running:
-            raise RunCancelled(f"{self.run} is no longer running here")
-        logger.info("%s: %d/%d requests", self.run, done, self.total)
-
-
-class RunFailed(Exception):
-    """A run whose measurement cannot be used."""
-
-
-class ServerDied(Exception):
-    """The session's vLLM server exited under a run: the run is tried again on a fresh one."""
-
-
-class RunCancelled(Exception):
-    """The run stopped being this worker's to do while under way: its experiment was
-    cancelled (or the reaper took it back). Nothing is recorded for it; the server stops."""
-
-
-def experiment_cancelled(experiment_id: int) -> bool:
-    return Experiment.objects.filter(id=experiment_id, status=Experiment.Status.CANCELLED).exists()
-
-
-def stop_if_cancelled(experiment: Experiment) -> None:
-    """Checked before each server starts, while it starts, and before each run on it."""
-    if experiment_cancelled(experiment.id):
-        raise RunCancelled(f"experiment {experiment.id} was cancelled")
-
-
-@dataclass(frozen=True)
-class Execution:
-    """What every run of one experiment on this worker shares."""
-
-    experiment: Experiment
-    prompts: list[Prompt]  # text, or chat messages (workloads.experiment_requests)
-    worker_host: str
-    worker_name: str
-    # The pid folder and the CPU split this worker's servers share (workers/server/launch.py).
-    server_host: ServerHost
-    # The later servers' model files, fetched while the first server starts; awaited
-    # before the first measured run (workers/server/model_prefetch.py).
-    models: ModelPrefetch | None = None
-
-    def models_ready(self) -> None:
-        """Wait for the model prefetch, so that no download runs beside a measurement."""
-        if self.models is not None:
-            self.models.wait(settings.SPECDASH_MODEL_PREFETCH_TIMEOUT_S, lambda: stop_if_cancelled(self.experiment))
-
-
-@dataclass(frozen=True)
-class Session:
-    """Runs that share one vLLM server, in the order they run on it."""
-
-    arm: Arm
-    runs: list[Run]
-
-    @property
-    def synthetic_acceptance_length(self) -> float | None:
-        """Set when the session serves one length of the arm's synthetic acceptance sweep."""
-        return self.runs[0].synthetic_acceptance_length
-
-    @property
-    def name(self) -> str:
-        first = self.runs[0]
-        synthetic = (
-            "" if first.synthetic_acceptance_length is None else f"-synthetic-{first.synthetic_acceptance_length:g}"
-        )
-        return f"arm-{self.arm.position}-{self.arm.id}{synthetic}-block-{first.repetition}-level-{first.level_position}"
-
-
-def session_key(run: Run, server_per_block: bool) -> tuple:
-    if run.arm.method in ONE_SERVER_PER_RUN_METHODS:
-        return ("run", run.id)
-    server = (run.arm_id, run.synthetic_acceptance_length)
-    return (*server, run.repetition) if server_per_block else server
-
-
-def sessions_group(runs: Iterable[Run], server_per_block: bool) -> list[Session]:
-    """Consecutive runs (in execution order) that share a server, as sessions."""
-    groups = itertools.groupby(runs, key=lambda run: session_key(run, server_per_block))
-    sessions = []
-    for _, group in groups:
-        members = list(group)
-        sessions.append(Session(arm=members[0].arm, runs=members))
-    return sessions
 
 
 def experiment_sessions(experiment: Experiment) -> list[Session]:
@@ -164,173 +51,10 @@ def experiment_sessions(experiment: Experiment) -> list[Session]:
     return sessions_group(runs, experiment.server_per_block)
 
 
-def experiment_size(experiment: Experiment) -> limits.Size:
-    return limits.Size(
-        warmup=experiment.warmup_requests,
-        prompts=experiment.num_prompts,
-        max_tokens=experiment.max_tokens,
-        request_rate=experiment.request_rate,
-    )
-
-
-def run_limit_s(experiment: Experiment, run: Run) -> float:
-    return limits.run_time_limit_s(
-        experiment_size(experiment),
-        concurrency=run.concurrency,
-        seconds_per_token=worker_queues.seconds_per_token(experiment.worker_queue),
-    )
-
-
-def run_measure(server: VllmServer, execution: Execution, run: Run) -> tuple[LoadResult, SpecCounters]:
-    """Warm up on the warm-up prompts, then drive the measured ones; the load generator
-    reads the spec counters around the measured requests only. A run past its time limit
-    (derived from the experiment's size) fails; a server that died under it is replaced."""
-    experiment = execution.experiment
-    reporter = ProgressReporter(run, experiment.num_prompts)
-    limit_s = run_limit_s(experiment, run)
-    with client_cores(execution.server_host.binding):
-        try:
-            load = run_load_sync(
-                base_url=server.base_url,
-                model="target",
-                prompts=execution.prompts,
-                warmup=experiment.warmup_requests,
-                max_tokens=experiment.max_tokens,
-                temperature=experiment.temperature,
-                top_p=experiment.top_p,
-                seed=experiment.seed,
-                ignore_eos=experiment.ignore_eos,
-                concurrency=run.concurrency,
-                request_rate=experiment.request_rate,
-                on_request_done=reporter,
-                time_limit_s=limit_s,
-            )
-        except TimeoutError:
-            raise RunFailed(f"The run went past its time limit of {limit_s:.0f} s.") from None
-    if server.exit_code() is not None:
-        raise ServerDied(f"the vLLM server exited with code {server.exit_code()} during the run")
-    if load.spec_counters is None:
-        raise RunFailed(f"could not read {server.base_url}/metrics around the measured requests")
-    return load, load.spec_counters
-
-
-def _check_load(server: VllmServer, load: LoadResult) -> None:
-    if load.requests and all(r.error for r in load.requests):
-        raise RunFailed(
-            f"every request failed, first error: {load.requests[0].error}\n\nLast lines of the server log:\n"
-            f"{server.log_tail()}"
-        )
-
-
-def run_execute(
-    server: VllmServer, execution: Execution, run: Run, environment: dict, *, server_start_s: float | None = None
-) -> bool:
-    """Claim the run (with `server_start_s`, the start-up of the server it is the first run of),
-    measure and store it. False when another worker had claimed it."""
-    claimed = services.run_claim(
-        run_id=run.id,
-        worker_host=execution.worker_host,
-        worker_name=execution.worker_name,
-        server_start_s=server_start_s,
-    )
-    if not claimed:
-        logger.info("%s is taken by another worker; skipping", run)
-        return False
-    logger.info("starting %s", run)
-    try:
-        load, counters = run_measure(server, execution, run)
-        _check_load(server, load)
-        run_store(execution, run, spool.SpooledRun(run.id, execution.experiment.id, load, counters, environment))
-    except (RunCancelled, ServerDied):
-        raise
-    except Exception as exc:
-        if not Run.objects.filter(id=run.id, status=Run.Status.RUNNING).exists():
-            # Cancelled while its results were being stored: they were rolled back with it.
-            raise RunCancelled(f"{run} was cancelled") from exc
-        logger.exception("%s failed", run)
-        services.run_mark_failed(run_id=run.id, error=f"{type(exc).__name__}: {exc}")
-    return True
-
-
-def run_store(execution: Execution, run: Run, record: spool.SpooledRun) -> None:
-    """On the worker's disk first, then in PostgreSQL (retried while it restarts): the rows,
-    the summary and the status change land together or not at all."""
-    path = spool.spool_write(record, worker_name=execution.worker_name)
-    if not spool.spool_store(path, wait_s=settings.SPECDASH_DB_OUTAGE_WAIT_S):
-        raise RunCancelled(f"{run} was cancelled while its results were being stored")
-
-
-def runs_fail(runs: list[Run], error: str, *, worker_host: str, worker_name: str) -> None:
-    for run in runs:
-        if services.run_claim(run_id=run.id, worker_host=worker_host, worker_name=worker_name):
-            services.run_mark_failed(run_id=run.id, error=error)
-
-
-def session_execute(execution: Execution, session: Session) -> None:
-    """Run the session's runs on fresh servers. A server that dies under a run is replaced,
-    and the run tried again, up to its attempt limit (experiments/execution/dispatch.py)."""
-    runs = session.runs
-    while runs:
-        try:
-            session_attempt(execution, Session(arm=session.arm, runs=runs))
-            return
-        except ServerDied as died:
-            logger.warning("%s: %s; starting a fresh server", session.arm, died)
-            claimed = Run.objects.filter(id__in=[r.id for r in runs], status=Run.Status.RUNNING)
-            for run in claimed:
-                dispatch.run_requeue(run_id=run.id, reason=f"The vLLM server died: {died}")
-            order = {run.id: index for index, run in enumerate(session.runs)}
-            queued = Run.objects.filter(id__in=order, status=Run.Status.QUEUED).select_related("arm")
-            runs = sorted(queued, key=lambda run: order[run.id])
-
-
-def session_attempt(execution: Execution, session: Session) -> None:
-    """Start a fresh server for the session, run its runs on it, stop it on every path.
-    A server that does not start fails this session's runs only."""
-    experiment = execution.experiment
-    stop_if_cancelled(experiment)
-    if not Run.objects.filter(id__in=[run.id for run in session.runs], status=Run.Status.QUEUED).exists():
-        # Claimed elsewhere or closed since the sessions were listed: a server would start
-        # (tens of seconds on a GPU host) only to find nothing to run.
-        logger.info("%s: none of its %d runs is queued any more; no server started", session.arm, len(session.runs))
-        return
-    levels = profiling.profiled_levels(experiment, session.runs)
-    synthetic = session.synthetic_acceptance_length
-    launch = session_launch(
-        execution.server_host, experiment, session.arm, name=session.name, synthetic_acceptance_length=synthetic,
-        profiled=bool(levels),
-    )  # fmt: skip
-    logger.info("starting vLLM for %s (%d runs): %s", session.arm, len(session.runs), " ".join(launch.args))
-    binding = execution.server_host.binding
-    try:
-        launch_check(launch, session.arm, synthetic)
-        with VllmServer(launch, stop_check=lambda: stop_if_cancelled(experiment)) as server:
-            execution.models_ready()
-            environment = capture_environment(
-                vllm_python=settings.SPECDASH_VLLM_PYTHON,
-                server_command=launch.args,
-                cpu_binding=binding.record() | {"placement": server.placed} if binding else {},
-                engine=read_engine_report(launch.log_path).record(),
-            )
-            session_runs(server, execution, session, environment)
-            if levels:
-                stop_if_cancelled(experiment)
-                profiling.session_profile(server.base_url, experiment, session.arm, levels, execution.prompts)
-    except ServerStartError as exc:
-        logger.error("vLLM did not start for %s: %s", session.arm, exc)
-        error = f"The vLLM server did not start: {exc.message}"
-        error += f"\n\nLast lines of its log:\n{exc.log_tail}" if exc.log_tail else ""
-        runs_fail(session.runs, error, worker_host=execution.worker_host, worker_name=execution.worker_name)
-
-
-def session_runs(server: VllmServer, execution: Execution, session: Session, environment: dict) -> None:
-    """Run the session's runs on its server, in order. The server's start-up is device time
-    (experiments/analysis/device_time.py): the first run this worker claims records it."""
-    unrecorded = server.start_s
-    for run in session.runs:
-        stop_if_cancelled(execution.experiment)
-        if run_execute(server, execution, run, environment, server_start_s=unrecorded):
-            unrecorded = None
+def block_sessions(block: Block) -> list[Session]:
+    """The block's queued runs as its server sessions, in its drawn arm order."""
+    queued = block_claims.block_runs(block).filter(status=Run.Status.QUEUED).select_related("arm")
+    return sessions_group(queued.in_execution_order(server_per_block=True), server_per_block=True)
 
 
 def experiment_prompts_or_fail(experiment: Experiment, *, worker_host: str, worker_name: str) -> list[Prompt] | None:
@@ -340,18 +64,30 @@ def experiment_prompts_or_fail(experiment: Experiment, *, worker_host: str, work
         return experiment_requests(experiment)
     except ValueError as exc:
         queued = list(experiment.runs.filter(status=Run.Status.QUEUED))
-        runs_fail(queued, f"No prompts: {exc}", worker_host=worker_host, worker_name=worker_name)
+        runs_fail(queued, f"No prompts: {exc}", claim=worker_claim(worker_host, worker_name))
         return None
 
 
 def experiment_run_all(experiment_id: int, *, worker_host: str, worker_name: str) -> None:
-    """Execute the experiment if no other live worker process holds it. Results a dead
-    process of this worker left in its spool are stored first, and the runs a dead holder
-    left running are queued again: they are this process's now."""
+    """Execute the experiment, or the blocks of it this worker can claim."""
     experiment = Experiment.objects.get(id=experiment_id)
     if not experiment.is_active:
         logger.info("experiment %s is %s; nothing to do", experiment_id, experiment.status)
         return
+    if block_claims.dispatched_by_block(experiment):
+        experiment_blocks_run(experiment, worker_host=worker_host, worker_name=worker_name)
+    else:
+        experiment_whole_run(experiment, worker_host=worker_host, worker_name=worker_name)
+
+
+# ---------------------------------------------------------------- one worker holds the experiment
+
+
+def experiment_whole_run(experiment: Experiment, *, worker_host: str, worker_name: str) -> None:
+    """Execute the experiment if no other live worker process holds it. Results a dead
+    process of this worker left in its spool are stored first, and the runs a dead holder
+    left running are queued again: they are this process's now."""
+    experiment_id = experiment.id
     owner = dispatch.lease_owner_name(worker_name, worker_host)
     stale = timedelta(seconds=settings.SPECDASH_HEARTBEAT_STALE_S)
     if not dispatch.experiment_lease_take(experiment_id=experiment_id, owner=owner, stale_after=stale):
@@ -392,7 +128,7 @@ def experiment_execute_held(experiment: Experiment, *, worker_host: str, worker_
         if refusal is not None:
             # Before any server: vLLM would fail to start, once per arm and block.
             queued = list(experiment.runs.filter(status=Run.Status.QUEUED))
-            runs_fail(queued, refusal, worker_host=worker_host, worker_name=worker_name)
+            runs_fail(queued, refusal, claim=worker_claim(worker_host, worker_name))
         elif prompts is not None:
             blocks_execute(experiment, prompts, worker_host=worker_host, worker_name=worker_name)
         if not experiment.runs.open().exists():
@@ -402,3 +138,115 @@ def experiment_execute_held(experiment: Experiment, *, worker_host: str, worker_
         if not experiment_cancelled(experiment_id):
             raise
         logger.info("experiment %s was cancelled; stopped (%s)", experiment_id, stop)
+
+
+# ---------------------------------------------------------------- the blocks, shared by the fleet
+
+
+def worker_seat(*, worker_host: str, worker_name: str) -> block_claims.Seat:
+    """This worker process as it asks for blocks: name, host, GPUs, hardware class, lease name."""
+    hardware = HardwareClass.of(fingerprint.worker_fingerprint(settings.SPECDASH_VLLM_PYTHON))
+    owner = dispatch.lease_owner_name(worker_name, worker_host)
+    return block_claims.Seat(worker_name, worker_host, fingerprint.gpu_ids(), hardware, owner)
+
+
+def experiment_blocks_run(experiment: Experiment, *, worker_host: str, worker_name: str) -> None:
+    """Claim the experiment's queued blocks one after another and run each whole, unless this
+    worker's hardware class is not the experiment's. Results a dead process of this worker left
+    in its spool are stored first, and blocks it held are taken over (same host, same GPUs)."""
+    seat = worker_seat(worker_host=worker_host, worker_name=worker_name)
+    reason = block_claims.class_refusal(experiment_id=experiment.id, seat=seat)
+    if reason:
+        logger.warning("experiment %s is for another hardware class; leaving it: %s", experiment.id, reason)
+        return
+    spool.spool_flush(worker_name=worker_name, wait_s=settings.SPECDASH_DB_OUTAGE_WAIT_S)
+    try:
+        services.experiment_mark_running(experiment=experiment)
+        prompts = experiment_prompts_or_fail(experiment, worker_host=worker_host, worker_name=worker_name)
+        refusal = tensor_parallel_refusal(experiment)
+        if refusal is not None:
+            # Before any server: vLLM would fail to start, once per arm and block.
+            queued = list(experiment.runs.filter(status=Run.Status.QUEUED))
+            runs_fail(queued, refusal, claim=worker_claim(worker_host, worker_name))
+        blocks_claim_and_run(experiment, prompts if refusal is None else None, seat)
+        experiment_close(experiment)
+    except (RunCancelled, IllegalTransition) as stop:
+        if not experiment_cancelled(experiment.id):
+            raise
+        logger.info("experiment %s was cancelled; stopped (%s)", experiment.id, stop)
+
+
+def blocks_claim_and_run(experiment: Experiment, prompts: list[Prompt] | None, seat: block_claims.Seat) -> None:
+    """While the experiment has a block to claim, claim it and run it; when none is queued and
+    none in flight, take the look that may add blocks. Without prompts the blocks' runs have
+    been failed already: the blocks are claimed and closed, nothing is run."""
+    with models_prefetch(experiment, experiment.arms.all() if prompts else []) as models:
+        execution = Execution(
+            experiment, prompts or [], seat.host, seat.name, ServerHost.of_worker(seat.name), models, owner=seat.owner
+        )
+        for block in block_claims.blocks_adopt_dead_here(experiment_id=experiment.id, owner=seat.owner):
+            logger.warning("%s: its worker process died; taken over by this one", block)
+            block_run(execution, block, seat)
+        while True:
+            claim = block_claims.block_claim(experiment_id=experiment.id, seat=seat)
+            if claim.passed_over:
+                logger.warning("experiment %s: passed over (%s)", experiment.id, claim.passed_over)
+                return
+            if claim.block is not None:
+                block_run(execution, claim.block, seat)
+            elif not look_when_idle(experiment, seat):
+                return
+
+
+def block_run(execution: Execution, block: Block, seat: block_claims.Seat) -> None:
+    """Run every queued session of the block on this host, beating its lease, then close it and
+    take its look. A block taken back meanwhile (the reaper found its beat stale, during a long
+    database outage) is left to the host that measures it again."""
+    experiment = execution.experiment
+    logger.info("%s: claimed by %s (attempt %s)", block, seat.name, block.attempts)
+    try:
+        with LeaseBeat(experiment_id=experiment.id, owner=seat.owner, block_id=block.id):
+            for session in block_sessions(block):
+                stop_if_cancelled(experiment)
+                session_execute(replace(execution, block_id=block.id), session)
+    except RunCancelled:
+        if experiment_cancelled(experiment.id):
+            raise
+        logger.warning("%s is no longer this worker's; leaving it", block)
+        return
+    blocks_look(experiment, block.id, seat)
+
+
+def blocks_look(experiment: Experiment, block_id: int | None, seat: block_claims.Seat) -> int:
+    """Close the block (None: none) with its look, and hand the blocks it adds to the other
+    workers: this one claims one of them itself. Returns the blocks added."""
+    capacity = 1
+    if experiment.adds_blocks:
+        capacity = fleet_capacity.class_capacity(
+            queue=experiment.worker_queue, experiment_id=experiment.id,
+            reference=block_claims.experiment_class(experiment.id),
+            holders=block_claims.block_holders(experiment.id) | {seat.name},
+        )  # fmt: skip
+    added = lifecycle.experiment_block_done(experiment=experiment, block_id=block_id, capacity=capacity)
+    if added > 1:
+        dispatch.experiment_dispatch(experiment=experiment, messages=added - 1)
+    return added
+
+
+def look_when_idle(experiment: Experiment, seat: block_claims.Seat) -> bool:
+    """Nothing to claim: when no block is in flight either (the last one was closed by the
+    reaper, or every one failed), take the look that may add blocks. True when it added one."""
+    if block_claims.blocks_in_flight(experiment):
+        return False
+    return blocks_look(experiment, None, seat) > 0
+
+
+def experiment_close(experiment: Experiment) -> None:
+    """Finish the experiment once none of its runs is left. Another worker may finish it, or
+    add a block, at the same moment: then it is not this one's to finish."""
+    if experiment.runs.open().exists():
+        return
+    try:
+        lifecycle.experiment_finish(experiment=experiment)
+    except IllegalTransition as why:
+        logger.info("experiment %s not finished by this worker: %s", experiment.id, why)

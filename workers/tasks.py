@@ -47,22 +47,31 @@ def experiment_execute(experiment_id: int) -> None:
 
 @shared_task
 def runs_reap_stale() -> None:
-    """Take work back from dead worker processes: experiments whose holder stopped beating
-    and runs whose heartbeat went stale are queued again and dispatched on their own queues;
-    experiments with no work left are closed."""
+    """Take work back from dead worker processes: experiments whose holder stopped beating,
+    blocks whose worker did (released whole: experiments/execution/block_claims.py) and runs
+    whose heartbeat went stale are queued again and dispatched on their own queues, as are
+    experiments whose blocks wait with no worker on them; experiments with no work left are closed."""
     from experiments import lifecycle
-    from experiments.execution import dispatch
+    from experiments.execution import block_claims, dispatch
     from experiments.execution import services as execution
-    from experiments.models import Experiment
+    from experiments.models import Experiment, IllegalTransition
 
     stale_after = timedelta(seconds=settings.SPECDASH_HEARTBEAT_STALE_S)
     ids = set(dispatch.experiments_take_back_dead(stale_after=stale_after))
+    for block in block_claims.blocks_stale(stale_after=stale_after):
+        logger.warning("taking %s back from %s: it stopped beating", block, block.worker_name or block.worker_host)
+        lifecycle.block_take_back(block=block, reason="Its worker stopped beating")
+        ids.add(block.experiment_id)
     ids |= set(execution.runs_requeue_stale(stale_after=stale_after))
-    for experiment in Experiment.objects.filter(id__in=ids):
-        logger.warning("re-dispatching experiment %s: its worker process stopped beating", experiment.id)
+    ids |= {experiment.id for experiment in block_claims.experiments_stalled()}
+    for experiment in Experiment.objects.filter(id__in=ids).active():
+        logger.warning("re-dispatching experiment %s: a worker process of it stopped beating", experiment.id)
         dispatch.experiment_dispatch(experiment=experiment)
     for experiment in execution.experiments_without_work():
-        lifecycle.experiment_finish(experiment=experiment)
+        try:
+            lifecycle.experiment_finish(experiment=experiment)
+        except IllegalTransition as why:  # a worker added a block or finished it meanwhile
+            logger.info("experiment %s not closed by the reaper: %s", experiment.id, why)
 
 
 @shared_task

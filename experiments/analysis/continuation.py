@@ -23,7 +23,7 @@ from experiments.analysis import device_time
 from experiments.measurement.deploy import batch_schedule
 from experiments.measurement.planning import planner
 from experiments.measurement.stats import intervals, question, sequential
-from experiments.models import Arm, EnvironmentSnapshot, Experiment
+from experiments.models import Arm, EnvironmentSnapshot, Experiment, Run
 
 SETTLED = "settled"
 SEARCHED = "searched"
@@ -67,6 +67,7 @@ class Step:
     searches: Mapping[int, planner.ArmSearch] = field(default_factory=dict)
     confirm: tuple[Confirmation, ...] = ()
     left_out: tuple[int, ...] = ()  # arms that wanted the block but did not fit the budget
+    blocks: int = 1  # blocks alike to add, numbered from `block` on (a fleet's idle workers: issue 38)
 
     def stop_sentence(self, experiment: Experiment) -> str:
         return STOP_REASON[self.stop].format(
@@ -75,10 +76,16 @@ class Step:
 
 
 def session_minutes(experiment: Experiment, used: float) -> float:
-    """The mean device-minutes of one server session so far (an arm in a block): what one
-    more arm in the next block is expected to cost."""
-    sessions = experiment.runs.values("arm_id", "repetition").distinct().count()
+    """The mean device-minutes of one server session so far (an arm in a block, not waiting in the
+    queue): what one more arm in the next block is expected to cost."""
+    sessions = experiment.runs.exclude(status=Run.Status.QUEUED).values("arm_id", "repetition").distinct().count()
     return used / sessions if sessions else 0.0
+
+
+def sessions_pending(experiment: Experiment) -> int:
+    """The server sessions of the blocks in flight that have not begun: the budget counts them as
+    spent (issue 38), so that blocks added beside them cannot pass it together."""
+    return experiment.runs.filter(status=Run.Status.QUEUED).values("arm_id", "repetition").distinct().count()
 
 
 def control_arms(experiment: Experiment) -> set[int]:
@@ -160,19 +167,23 @@ def _blocks_needed(decided: question.QuestionDecisions, claim: Claim, margin: fl
 
 def _affordable(
     experiment: Experiment, decided: question.QuestionDecisions, claims: list[Claim], used: float, controls: int
-) -> list[Claim]:
-    """The claims the budget affords in the next block, those closest to settling first."""
+) -> tuple[list[Claim], int]:
+    """The claims the budget affords in the next block, those closest to settling first, and how
+    many such blocks it affords (the sessions of the blocks in flight counted as spent)."""
     budget = experiment.max_device_minutes
     if budget is None or not used:
-        return claims
+        return claims, UNKNOWN_BLOCKS
     per_session = session_minutes(experiment, used)
-    left = budget - used - controls * per_session
+    left = budget - used - (sessions_pending(experiment) + controls) * per_session
     chosen = []
     for claim in sorted(claims, key=lambda claim: _blocks_needed(decided, claim, experiment.equivalence_margin)):
         if left >= per_session:
             chosen.append(claim)
             left -= per_session
-    return chosen
+    if not chosen:
+        return [], 0
+    block = (controls + len(chosen)) * per_session
+    return chosen, (1 + int(left // block)) if block > 0 else UNKNOWN_BLOCKS
 
 
 def vllm_runs_schedules(experiment: Experiment) -> bool:
@@ -213,9 +224,11 @@ def confirmations_due(
     return tuple(due)
 
 
-def next_step(experiment: Experiment, decided: question.QuestionDecisions) -> Step:
+def next_step(experiment: Experiment, decided: question.QuestionDecisions, *, room: int = 1) -> Step:
     """The block to add next, or why none is added, from the primary cells' decisions over
-    the blocks run so far (experiments/analysis/primary.py, final=False)."""
+    the blocks run so far (experiments/analysis/primary.py, final=False). On a fleet (issue 38)
+    up to `room` blocks alike may be added at once (Step.blocks), one per idle worker of the
+    experiment's class, within the maximum and the budget."""
     blocks_run = experiment.runs.aggregate(last=Max("repetition"))["last"] or 0
     used = device_time.device_minutes(experiment)
     if not experiment.adds_blocks:
@@ -230,7 +243,7 @@ def next_step(experiment: Experiment, decided: question.QuestionDecisions) -> St
     controls = set(
         experiment.arms.filter(method=Arm.Method.BASELINE, is_calibration=False).values_list("id", flat=True)
     )
-    chosen = _affordable(experiment, decided, claims, used, len(controls))
+    chosen, affordable = _affordable(experiment, decided, claims, used, len(controls))
     if not chosen:
         return Step(blocks_run, used, stop=BUDGET, searches=searches)
     arms = {claim.arm: claim.levels for claim in chosen if claim.arm is not None}
@@ -242,4 +255,5 @@ def next_step(experiment: Experiment, decided: question.QuestionDecisions) -> St
         blocks_run, used, block=blocks_run + 1, arm_ids=frozenset(controls | set(arms)), levels=levels,
         searches=searches, confirm=tuple(claim.confirmation for claim in chosen if claim.confirmation),
         left_out=tuple(claim.arm for claim in claims if claim not in chosen and claim.arm is not None),
+        blocks=max(1, min(room, affordable, experiment.repetitions - blocks_run)),
     )  # fmt: skip

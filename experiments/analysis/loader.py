@@ -6,10 +6,11 @@ code's, which the simulation in scripts/check_verdicts.py calls alike.
 """
 
 from collections import defaultdict
+from dataclasses import dataclass
 
 from experiments.measurement.encoding.token_ids import unpack_token_ids
 from experiments.measurement.stats import inference
-from experiments.models import Experiment, RequestRecord, RunSummary, SpeedupEstimate
+from experiments.models import Block, Experiment, RequestRecord, RunSummary, SpeedupEstimate
 
 Metric = SpeedupEstimate.Metric
 REQUEST_COLUMNS = {
@@ -41,8 +42,35 @@ def _request_rows(experiment: Experiment, *, with_outputs: bool):
     return rows.order_by("run_id", "prompt_index").values_list(*columns)
 
 
+@dataclass(frozen=True)
+class BlockOrder:
+    """An experiment dispatched by block (issue 38) is looked at in the order its blocks
+    completed, not in their numbers' (a block on a slower host may finish after a later one):
+    `places[number]` is a block's place in that order, the blocks still in flight placed after
+    the completed ones by number; `closed` the blocks completed (done or failed)."""
+
+    places: dict[int, int]
+    closed: frozenset[int]
+
+
+def block_order(experiment: Experiment) -> BlockOrder | None:
+    """The completion order of an experiment dispatched by block; None for one that is not (one
+    worker ran its blocks in their numbers' order)."""
+    rows = list(Block.objects.filter(experiment_id=experiment.id).values_list("number", "look_order"))
+    if not rows:
+        return None
+    closed = sorted((order, number) for number, order in rows if order is not None)
+    in_flight = sorted(number for number, order in rows if order is None)
+    places = {number: place for place, (_, number) in enumerate(closed, start=1)}
+    places |= {number: place for place, number in enumerate(in_flight, start=len(closed) + 1)}
+    return BlockOrder(places, frozenset(number for _, number in closed))
+
+
 def load_runs(experiment: Experiment) -> list[inference.RunData]:
-    """Every succeeded run of the experiment as inference.RunData, in a stable order."""
+    """Every succeeded run of the experiment as inference.RunData, in a stable order. On a fleet
+    the blocks are numbered in completion order, and the runs of blocks still in flight wait:
+    a look is taken when a block completes, over the completed ones (BlockOrder)."""
+    order = block_order(experiment)
     with_outputs = experiment.is_greedy
     latencies: defaultdict[int, dict[str, dict[int, float | None]]] = defaultdict(
         lambda: {metric: {} for metric in REQUEST_COLUMNS}
@@ -61,7 +89,7 @@ def load_runs(experiment: Experiment) -> list[inference.RunData]:
         inference.RunData(
             arm=s.run.arm_id,
             level=s.run.concurrency,
-            block=s.run.repetition,
+            block=order.places[s.run.repetition] if order else s.run.repetition,
             latencies={str(metric): values for metric, values in latencies[s.run_id].items()},
             throughputs={str(metric): getattr(s, column) for metric, column in RUN_COLUMNS.items()},
             failed=s.failed,
@@ -71,4 +99,5 @@ def load_runs(experiment: Experiment) -> list[inference.RunData]:
             requests=s.completed + s.failed,
         )
         for s in summaries.select_related("run")
+        if order is None or s.run.repetition in order.closed
     ]

@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from django.db.models import Min
 
 from experiments.analysis import capacity, continuation, host_states, joint, search
+from experiments.analysis.loader import block_order
 from experiments.measurement.stats import block_decisions, inference, intervals, question, sequential, verdicts
 from experiments.models import Experiment, SpeedupEstimate
 
@@ -36,6 +37,12 @@ class PrimaryCells:
 def cells_entered(experiment: Experiment) -> dict[question.CellKey, int]:
     """{(arm, level): the first block it was scheduled in}, whatever became of that run: a
     cell's looks count from there (a break-even search adds levels and confirmation arms)."""
+    order = block_order(experiment)
+    if order is not None:  # on a fleet, in the completion order the looks count in (loader.BlockOrder)
+        places: dict[question.CellKey, int] = {}
+        for arm, level, block in experiment.runs.real().values_list("arm_id", "concurrency", "repetition"):
+            places[(arm, level)] = min(places.get((arm, level), order.places[block]), order.places[block])
+        return places
     firsts = experiment.runs.real().values("arm_id", "concurrency").annotate(first=Min("repetition"))
     return {(row["arm_id"], row["concurrency"]): row["first"] for row in firsts}
 

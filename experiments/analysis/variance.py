@@ -13,12 +13,12 @@ from experiments.measurement.stats import variance_components as vc
 from experiments.models import Arm, Experiment, Run, SpeedupEstimate
 
 METRICS = (SpeedupEstimate.Metric.SERVER_TPOT, SpeedupEstimate.Metric.E2E)
-# As workers/runner.py's ONE_SERVER_PER_RUN_METHODS: such an arm starts a server for every run.
+# As workers/sessions.py's ONE_SERVER_PER_RUN_METHODS: such an arm starts a server for every run.
 ONE_SERVER_PER_RUN_METHODS = {Arm.Method.SUFFIX}
 
 
 def _session(run_id: int, arm_id: int, method: str, block: int, server_per_block: bool) -> tuple[int, ...]:
-    """The server a run ran on, as the worker groups runs (workers/runner.session_key)."""
+    """The server a run ran on, as the worker groups runs (workers/sessions.session_key)."""
     if method in ONE_SERVER_PER_RUN_METHODS:
         return (arm_id, run_id)
     return (arm_id, block) if server_per_block else (arm_id,)

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 from django.db.models import Max
 
+from experiments.execution import block_claims
 from experiments.measurement.deploy import batch_schedule
 from experiments.measurement.planning.schedule import Slot, added_block, schedule
 from experiments.models import Arm, Experiment, Run
@@ -38,7 +39,9 @@ def _servers(experiment: Experiment) -> list[tuple[Arm, float | None]]:
 
 
 def first_blocks_queue(*, experiment: Experiment) -> list[Run]:
-    """The runs of the blocks queued at submission (Experiment.first_blocks)."""
+    """The runs of the blocks queued at submission (Experiment.first_blocks). With a fresh
+    server per arm and block, each block is the unit of dispatch (a Block row: block_claims.py);
+    with one server per arm for all blocks the arms do not interleave, and one worker runs it all."""
     servers = _servers(experiment)
     slots = schedule(
         n_arms=len(servers),
@@ -47,7 +50,10 @@ def first_blocks_queue(*, experiment: Experiment) -> list[Run]:
         seed=experiment.seed,
         server_per_block=experiment.server_per_block,
     )
-    return _runs_create(experiment, servers, slots)
+    runs = _runs_create(experiment, servers, slots)
+    if experiment.server_per_block:
+        block_claims.blocks_create(experiment, {slot.block for slot in slots})
+    return runs
 
 
 def block_queue(
@@ -71,6 +77,9 @@ def block_queue(
     slots = added_block(
         n_arms=len(servers), levels=experiment.concurrency_levels, block=block, seed=experiment.seed, arms=arms
     )
+    # An experiment that started before blocks were dispatched one by one goes on as it began.
+    if block_claims.dispatched_by_block(experiment):
+        block_claims.blocks_create(experiment, {block})
     return _runs_create(experiment, servers, slots)
 
 

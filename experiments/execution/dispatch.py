@@ -19,7 +19,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
-from experiments.models import Experiment, Run
+from experiments.models import Block, Experiment, Run
 from specdash.celery import app
 
 logger = logging.getLogger(__name__)
@@ -38,11 +38,20 @@ def task_send(*, args: list[object], queue: str) -> None:
     app.send_task(EXECUTE_TASK, args=args, queue=queue)
 
 
-def experiment_dispatch(*, experiment: Experiment) -> bool:
-    """Hand the experiment's task to the broker on its worker queue. False, with the
-    experiment left waiting for the periodic dispatcher, when Redis cannot be reached."""
+def messages_due(experiment: Experiment) -> int:
+    """One message per queued block of an experiment dispatched by block (each worker that takes
+    one claims a block, and goes on claiming while blocks are queued: experiments/execution/
+    block_claims.py), so that every idle worker of the queue can take one; else one."""
+    return max(1, Block.objects.filter(experiment_id=experiment.id, status=Block.Status.QUEUED).count())
+
+
+def experiment_dispatch(*, experiment: Experiment, messages: int | None = None) -> bool:
+    """Hand the experiment's task to the broker on its worker queue, `messages` times (by default
+    messages_due). False, with the experiment left waiting for the periodic dispatcher, when Redis
+    cannot be reached."""
     try:
-        task_send(args=[experiment.id], queue=experiment.worker_queue)
+        for _ in range(messages_due(experiment) if messages is None else messages):
+            task_send(args=[experiment.id], queue=experiment.worker_queue)
     except (BrokerError, OSError) as error:
         logger.warning("experiment %s waits for the broker: %s", experiment.id, error)
         return False
@@ -67,7 +76,7 @@ def _lease_parts(owner: str) -> tuple[str, str, str]:
     return host, pid, node
 
 
-def _owner_dead_here(current: str, owner: str) -> bool:
+def owner_dead_here(current: str, owner: str) -> bool:
     """A holder that was this same worker (host and Celery node) in a process that is gone: a
     pool process killed mid-run, whose replacement need not wait for the beat to go stale.
     Another worker is never judged so, even one reporting the same host name: containers
@@ -91,7 +100,7 @@ def experiment_lease_take(*, experiment_id: int, owner: str, stale_after: timede
     now = timezone.now()
     free = Q(lease_owner="") | Q(lease_owner=owner) | Q(lease_at__lt=now - stale_after)
     current = Experiment.objects.filter(id=experiment_id).values_list("lease_owner", flat=True).first()
-    if current and _owner_dead_here(current, owner):
+    if current and owner_dead_here(current, owner):
         free |= Q(lease_owner=current)
     return bool(Experiment.objects.filter(free, id=experiment_id).update(lease_owner=owner, lease_at=now))
 

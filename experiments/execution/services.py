@@ -6,14 +6,22 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import Exists, F, OuterRef
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from experiments.execution import dispatch
 from experiments.measurement.engine import trace_shares
 from experiments.measurement.stats.differences import hardware_label
-from experiments.models import Arm, EnvironmentSnapshot, Experiment, IllegalTransition, ProfiledInterval, Run
+from experiments.models import (
+    Arm,
+    Block,
+    EnvironmentSnapshot,
+    Experiment,
+    IllegalTransition,
+    ProfiledInterval,
+    Run,
+)
 
 RUN_TRANSITIONS = {
     Run.Status.QUEUED: {Run.Status.RUNNING, Run.Status.CANCELLED, Run.Status.FAILED},
@@ -63,6 +71,10 @@ def experiment_cancel(*, experiment: Experiment, by) -> None:
     experiment.runs.open().update(
         status=Run.Status.CANCELLED, finished_at=now, error=f"Cancelled by {by.get_username()}."
     )
+    # Every worker holding one of its blocks stops at its next check (workers/runner.py).
+    Block.objects.filter(experiment=experiment).open().update(
+        status=Block.Status.CANCELLED, finished_at=now, lease_owner="", lease_at=None
+    )
     experiment.status, experiment.finished_at, experiment.cancelled_by = Experiment.Status.CANCELLED, now, by
     experiment.save(update_fields=["status", "finished_at", "cancelled_by"])
     experiment_record_environment(experiment=experiment)
@@ -96,6 +108,8 @@ def experiments_without_work() -> list[Experiment]:
     would race it)."""
     busy = Run.objects.open()
     running = Experiment.objects.filter(status=Experiment.Status.RUNNING, lease_owner="")
+    # A block in flight is closed, with its look, by its worker (or the reaper's take-back).
+    running = running.exclude(id__in=Block.objects.open().values("experiment_id"))
     return list(running.exclude(id__in=busy.values("experiment_id")))
 
 
@@ -147,14 +161,27 @@ def run_mark_succeeded(*, run_id: int) -> None:
     _run_close(run_id=run_id, new=Run.Status.SUCCEEDED)
 
 
+def _still_held(run: Run, worker_name: str) -> bool:
+    """Whether the worker that measured the run still holds it. A run of a block dispatched by
+    block takes its results only from the worker holding the block: a block released meanwhile
+    is measured whole on another host (experiments/execution/block_claims.py)."""
+    block = Block.objects.filter(experiment_id=run.experiment_id, number=run.repetition).first()
+    if block is None or not block.attempts:
+        return True
+    return block.status == Block.Status.RUNNING and block.worker_name == worker_name
+
+
 @transaction.atomic
-def run_record_result(*, run_id: int, store: Callable[[], object]) -> bool:
+def run_record_result(*, run_id: int, store: Callable[[], object], worker_name: str | None = None) -> bool:
     """Store a measured run's results (`store` writes its rows) and mark it succeeded, in one
-    transaction, if the run still wants them: running, or queued again by the reaper while
-    its worker waited for the database. False, writing nothing, when it was cancelled,
+    transaction, if the run still wants them from the worker `worker_name` that measured it:
+    running, or queued again by the reaper while its worker waited for the database (not so
+    for a block released to another host). False, writing nothing, when it was cancelled,
     failed or already stored."""
     run = Run.objects.select_for_update().get(id=run_id)
     if run.status not in Run.OPEN_STATUSES:
+        return False
+    if worker_name is not None and not _still_held(run, worker_name):
         return False
     store()
     now = timezone.now()
@@ -173,6 +200,9 @@ def runs_requeue_stale(*, stale_after: timedelta, max_attempts: int = dispatch.M
     """Runs whose heartbeat went stale: queue them again, or fail them once they have been
     tried `max_attempts` times. Returns the ids of the experiments that have runs to do again."""
     stale = Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=timezone.now() - stale_after)
+    # A block's runs live and die with its lease: a stale block is released whole (block_claims.py).
+    blocks = Block.objects.filter(experiment_id=OuterRef("experiment_id"), number=OuterRef("repetition"))
+    stale = stale.exclude(Exists(blocks))
     experiment_ids = sorted(set(stale.filter(attempts__lt=max_attempts).values_list("experiment_id", flat=True)))
     dispatch.runs_requeue(stale, reason="The worker stopped reporting", max_attempts=max_attempts)
     return experiment_ids

@@ -1,9 +1,9 @@
 """specdash tables: what an experiment asks for (definition, arm, prompt_set), how its runs went
-(execution), what they measured (analysis), what the team made of it (review), what it states
-about a service (service_profile), and the keys that store a write once (submission), on the
-team ownership of base. One app label, "experiments": every name is re-exported here, so
-`from experiments.models import X` works whichever module defines X, and the migrations do
-not see the split."""
+(execution) and on which workers its blocks ran (fleet), what they measured (analysis), what
+the team made of it (review), what it states about a service (service_profile), and the keys
+that store a write once (submission), on the team ownership of base. One app label,
+"experiments": every name is re-exported here, so `from experiments.models import X` works
+whichever module defines X, and the migrations do not see the split."""
 
 from experiments.models.analysis import ExperimentAnalysis, SpeedupEstimate
 from experiments.models.arm import Arm, ArmQuerySet
@@ -19,6 +19,7 @@ from experiments.models.execution import (
     RunSummary,
     RunSummaryQuerySet,
 )
+from experiments.models.fleet import Block, BlockQuerySet, FleetWorker
 from experiments.models.prompt_set import UploadedPromptSet
 from experiments.models.review import Comment, Decision, DecisionEvent, DecisionEvidence, HistoryVisit
 from experiments.models.service_profile import ServiceProfile
@@ -28,6 +29,8 @@ __all__ = [
     "MAX_TENSOR_PARALLEL_SIZE",
     "Arm",
     "ArmQuerySet",
+    "Block",
+    "BlockQuerySet",
     "Comment",
     "Decision",
     "DecisionEvent",
@@ -36,6 +39,7 @@ __all__ = [
     "Experiment",
     "ExperimentAnalysis",
     "ExperimentQuerySet",
+    "FleetWorker",
     "HistoryVisit",
     "IllegalTransition",
     "ProfiledInterval",

@@ -36,8 +36,8 @@ from tests.factories import (
     seed_finished_experiment,
     seed_run_results,
 )
-from workers import runner
 from workers.server import launch
+from workers.sessions import sessions_group
 
 
 def _points(*pairs) -> list[SweepPoint]:
@@ -172,7 +172,7 @@ def test_the_sweep_adds_one_server_per_length_and_block_and_leaves_a_schedule_wi
     assert swept.runs.count() == 2 * 2 * 2 + 2 * 2 * 2
     assert swept.runs.real().count() == 8
     assert sorted(set(swept.runs.synthetic().values_list("synthetic_acceptance_length", flat=True))) == [1.5, 3.0]
-    sessions = runner.sessions_group(
+    sessions = sessions_group(
         swept.runs.select_related("arm").in_execution_order(server_per_block=True), server_per_block=True
     )
     assert len(sessions) == 2 * (2 + 2)  # blocks × (baseline, arm, two lengths)

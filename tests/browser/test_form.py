@@ -3,6 +3,7 @@ find the experiment in the history."""
 
 import os
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from django.conf import settings
@@ -111,7 +112,8 @@ def test_define_and_submit_an_experiment(page, live_server, user, celery_dispatc
     assert sorted(set(experiment.runs.values_list("repetition", flat=True))) == [1, 2, 3]  # the first 3 queued
     assert experiment.equivalence_margin == pytest.approx(0.02)
     assert experiment.arms.get(method="draft_model").params == {"model": DRAFT_PATH}
-    celery_dispatch.assert_called_once_with(args=[experiment.id], queue="cpu")
+    # One message per queued block (issue 38): each idle worker of the queue can claim one.
+    assert celery_dispatch.call_args_list == [mock.call(args=[experiment.id], queue="cpu")] * experiment.blocks.count()
     _shot(page, "04-detail")
 
     page.click("text=History")

@@ -1,6 +1,8 @@
 """The experiment form's page round trip (experiments/definition/views.py): its defaults, a
 submission that creates and redirects, a refusal that keeps what was typed."""
 
+from unittest import mock
+
 import pytest
 from django.urls import reverse
 
@@ -35,7 +37,8 @@ def test_submitting_creates_and_redirects_with_a_message(
     assert experiment.owner == user
     assert experiment.arms.count() == 3
     assert "is queued" in response.text
-    celery_dispatch.assert_called_once_with(args=[experiment.id], queue="cpu")
+    # One message per queued block (issue 38): each idle worker of the queue can claim one.
+    assert celery_dispatch.call_args_list == [mock.call(args=[experiment.id], queue="cpu")] * experiment.blocks.count()
 
 
 def test_a_refused_form_keeps_what_was_typed(logged_in_client):

@@ -1,6 +1,8 @@
 """The demo experiment that `./dev up` submits: the block design with its A/A replicate,
 within the rules the form applies to everyone else's experiments."""
 
+from unittest import mock
+
 import pytest
 from django.core.management import call_command
 
@@ -52,7 +54,8 @@ def test_the_demo_runs_baseline_replicate_ngram_draft_and_calibration_in_three_b
     assert (experiment.draft_calibration, experiment.profile_intervals) == (True, True)
     assert experiment.prompt_set == "code_edit"
     assert experiment.runs.count() == 5 * 3 * len(experiment.concurrency_levels)
-    celery_dispatch.assert_called_once_with(args=[experiment.id], queue="cpu")
+    # One message per queued block (issue 38): each idle worker of the queue can claim one.
+    assert celery_dispatch.call_args_list == [mock.call(args=[experiment.id], queue="cpu")] * experiment.blocks.count()
 
 
 def test_the_search_demo_passes_the_forms_rules_and_queues_its_first_block(celery_dispatch):

@@ -13,7 +13,7 @@ from experiments.measurement.engine.prom import SpecCounters
 from experiments.models import Experiment, RequestRecord, Run
 from tests.factories import UserFactory
 from tests.workers import fakes
-from workers import runner
+from workers import runner, sessions
 from workers.measure.loadgen import LoadResult, RequestResult
 
 pytestmark = pytest.mark.django_db
@@ -54,7 +54,7 @@ def _load_that_cancels(*, during_run: int, after_requests: int | None):
 
 @pytest.fixture
 def experiment(served, celery_dispatch, monkeypatch):
-    monkeypatch.setattr(runner, "HEARTBEAT_EVERY_S", 0.0)
+    monkeypatch.setattr(sessions, "HEARTBEAT_EVERY_S", 0.0)
     return definition.experiment_create(
         owner=UserFactory(username="owner"), arms=[fakes.NGRAM], name="to cancel",
         target_model=str(settings.SPECDASH_MODELS_DIR / "target"),
@@ -70,7 +70,7 @@ def _run(experiment):
 
 def test_a_cancel_during_a_load_stops_it_and_its_server_and_keeps_what_completed(served, experiment, monkeypatch):
     load, loads = _load_that_cancels(during_run=3, after_requests=2)
-    monkeypatch.setattr(runner, "run_load_sync", load)
+    monkeypatch.setattr(sessions, "run_load_sync", load)
 
     experiment = _run(experiment)
 
@@ -89,7 +89,7 @@ def test_a_cancel_during_a_load_stops_it_and_its_server_and_keeps_what_completed
 
 def test_a_cancel_while_results_are_stored_rolls_them_back(served, experiment, monkeypatch):
     load, loads = _load_that_cancels(during_run=1, after_requests=None)
-    monkeypatch.setattr(runner, "run_load_sync", load)
+    monkeypatch.setattr(sessions, "run_load_sync", load)
 
     experiment = _run(experiment)
 

@@ -8,7 +8,7 @@ import pytest
 from experiments.execution import worker_queues
 from tests.definition.forms.helpers import bind
 from tests.factories import NGRAM_ARM_FORM, ArmFactory, ExperimentFactory, RunFactory, form_data
-from workers import runner
+from workers import sessions
 
 pytestmark = pytest.mark.django_db
 
@@ -48,7 +48,7 @@ def test_the_workers_run_limit_reads_its_experiments_queue(paces):
     on_gpu = ExperimentFactory(worker_queue="h100", warmup_requests=2, num_prompts=20, max_tokens=64)
     run = RunFactory(experiment=on_gpu, arm=ArmFactory(experiment=on_gpu, baseline=True), concurrency=1)
 
-    assert runner.run_limit_s(on_gpu, run) == pytest.approx(120 + 22 * 64 * 0.05)
+    assert sessions.run_limit_s(on_gpu, run) == pytest.approx(120 + 22 * 64 * 0.05)
 
 
 def test_a_suffix_arm_counts_a_server_start_per_run_in_the_time_limit(paces, settings):

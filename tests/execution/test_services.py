@@ -1,4 +1,5 @@
 from datetime import timedelta
+from unittest import mock
 
 import pytest
 from django.utils import timezone
@@ -28,7 +29,10 @@ def test_experiment_create_makes_baseline_arms_and_every_run_then_dispatches_on_
     assert [a.label for a in arms] == ["baseline", "n-gram lookup k=4"]
     assert experiment.runs.count() == 2 * 2 * 2
     assert set(experiment.runs.values_list("status", flat=True)) == {Run.Status.QUEUED}
-    celery_dispatch.assert_called_once_with(args=[experiment.id], queue="h100")
+    # Each block is the unit of dispatch (issue 38): one message per queued block, so that every
+    # idle worker of the queue can claim one.
+    assert list(experiment.blocks.values_list("number", "status")) == [(1, "queued"), (2, "queued")]
+    assert celery_dispatch.call_args_list == [mock.call(args=[experiment.id], queue="h100")] * 2
 
 
 def test_speculative_config_carries_method_k_and_params():

@@ -157,7 +157,9 @@ def test_a_typed_queue_without_a_worker_is_accepted_and_its_page_says_so(
 
     experiment = Experiment.objects.get()
     assert experiment.worker_queue == "h100"
-    celery_dispatch.assert_called_once_with(args=[experiment.id], queue="h100")
+    # One message per queued block (issue 38), every one on the typed queue.
+    assert {call.kwargs["queue"] for call in celery_dispatch.call_args_list} == {"h100"}
+    assert celery_dispatch.call_count == experiment.blocks.count()
     assert NOTICE_H100 in response.text
     assert 'id="queue-notice"' in response.text
 

@@ -10,16 +10,27 @@ import pytest
 
 from experiments.definition import services as definition
 from experiments.definition.services import ArmSpec
+from experiments.execution import fleet_capacity
 from experiments.measurement.engine.prom import SpecCounters
 from experiments.models import Arm, Experiment, Run
 from tests.factories import UserFactory, experiment_fields
-from workers import runner
+from workers import runner, sessions
+from workers.host import fingerprint
 from workers.measure.loadgen import LoadResult, RequestResult
 from workers.server import launch, method_support
 from workers.server.vllm_server import ServerStartError
 
 NGRAM = ArmSpec(method=Arm.Method.NGRAM, num_speculative_tokens=4, params={"prompt_lookup_min": 2})
 SUFFIX = ArmSpec(method=Arm.Method.SUFFIX, num_speculative_tokens=8)
+# The hardware class every fake worker reports (workers/host/fingerprint.py), unless a test says otherwise.
+FAKE_HARDWARE = {
+    "gpu_name": "",
+    "gpu_count": 0,
+    "gpu_driver": "",
+    "vllm_version": "0.32.0",
+    "torch_version": "2.13.0",
+    "cpu_model": "Fake CPU",
+}
 
 
 @dataclass
@@ -102,9 +113,11 @@ def served(monkeypatch, settings, tmp_path):
     settings.DATA_DIR = tmp_path
     served = Served()
     monkeypatch.setattr(FakeServer, "served", served, raising=False)
-    monkeypatch.setattr(runner, "VllmServer", FakeServer)
-    monkeypatch.setattr(runner, "run_load_sync", fake_load(served))
-    monkeypatch.setattr(runner, "capture_environment", fake_environment)
+    monkeypatch.setattr(sessions, "VllmServer", FakeServer)
+    monkeypatch.setattr(sessions, "run_load_sync", fake_load(served))
+    monkeypatch.setattr(sessions, "capture_environment", fake_environment)
+    monkeypatch.setattr(fingerprint, "worker_fingerprint", lambda python: FAKE_HARDWARE)
+    monkeypatch.setattr(fleet_capacity, "class_capacity", lambda **asked: 1)
     monkeypatch.setattr(launch, "cuda_visible", lambda python=None: False)
     monkeypatch.setattr(method_support, "arctic_inference_error", lambda python: None)
     return served
@@ -121,4 +134,11 @@ def new_experiment(celery_dispatch, arms=(NGRAM,), **fields) -> Experiment:
 def run_all(experiment: Experiment) -> Experiment:
     runner.experiment_run_all(experiment.id, worker_host="host-1", worker_name="cpu@host-1")
     experiment.refresh_from_db()
+    return experiment
+
+
+def stored_before_blocks(experiment: Experiment) -> Experiment:
+    """The experiment as one stored before its blocks were dispatched one by one (no Block rows):
+    one worker holds it whole (workers/runner.py)."""
+    experiment.blocks.all().delete()
     return experiment

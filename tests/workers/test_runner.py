@@ -12,8 +12,8 @@ from experiments.definition.services import ArmSpec
 from experiments.execution import services as execution
 from experiments.models import Arm, EnvironmentSnapshot, Experiment, RequestRecord, Run
 from experiments.prompts.catalog import experiment_prompts
-from tests.workers.fakes import NGRAM, SUFFIX, FakeServer, Served, new_experiment, run_all
-from workers import runner
+from tests.workers.fakes import NGRAM, SUFFIX, FakeServer, Served, new_experiment, run_all, stored_before_blocks
+from workers import runner, sessions
 from workers.server import launch
 
 pytestmark = pytest.mark.django_db
@@ -24,7 +24,8 @@ def _schedule_order(experiment: Experiment, *order: str) -> list[int]:
 
 
 def test_no_server_starts_for_a_session_whose_runs_were_all_taken_meanwhile(served, celery_dispatch, monkeypatch):
-    experiment = new_experiment(celery_dispatch)
+    # One worker holds an experiment stored before blocks were dispatched; another claims runs of it.
+    experiment = stored_before_blocks(new_experiment(celery_dispatch))
     sessions = runner.experiment_sessions(experiment)
     first = sessions[0]
 
@@ -108,7 +109,7 @@ def test_each_server_records_its_start_up_on_the_first_run_it_ran(served, celery
 def test_a_start_up_goes_on_the_first_run_the_session_claims_when_another_worker_took_its_first(
     served, celery_dispatch, monkeypatch
 ):
-    experiment = new_experiment(celery_dispatch)
+    experiment = stored_before_blocks(new_experiment(celery_dispatch))
     sessions = runner.experiment_sessions(experiment)
     taken = sessions[0].runs[0]
 
@@ -253,7 +254,7 @@ def test_model_files_are_fetched_while_the_first_server_starts_and_never_beside_
     settings.SPECDASH_ALLOW_ANY_MODEL_PATH = True  # model ids are allowed on this installation
     events = []
     monkeypatch.setattr(launch, "ModelPrefetch", lambda *args, **kwargs: FakePrefetch(*args, **kwargs, events=events))
-    entered, loaded = FakeServer.__enter__, runner.run_load_sync
+    entered, loaded = FakeServer.__enter__, sessions.run_load_sync
 
     def server_enter(server):
         events.append(("server started", server.args[server.args.index("--model") + 1]))
@@ -264,7 +265,7 @@ def test_model_files_are_fetched_while_the_first_server_starts_and_never_beside_
         return loaded(**kwargs)
 
     monkeypatch.setattr(FakeServer, "__enter__", server_enter)
-    monkeypatch.setattr(runner, "run_load_sync", load)
+    monkeypatch.setattr(sessions, "run_load_sync", load)
     draft = ArmSpec(method=Arm.Method.DRAFT_MODEL, num_speculative_tokens=3, params={"model": "org/draft-id"})
     experiment = run_all(new_experiment(celery_dispatch, arms=(draft,), aa_replicate=False, repetitions=1))
 

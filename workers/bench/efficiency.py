@@ -10,7 +10,7 @@ from datetime import datetime
 from pathlib import Path
 
 from experiments.models import Experiment, Run
-from workers.runner import Session, sessions_group
+from workers.sessions import Session, sessions_group
 
 DEFINITIONS = """\
 Definitions (from what the experiment recorded; times in seconds):

@@ -16,7 +16,7 @@ What a launch takes from the worker is its ServerHost, made once per experiment 
 everything else comes from the experiment and the arm, so a worker that claims a single block
 makes that block's launches from its own ServerHost. A queue's limits are read by the
 experiment's queue name in experiments/execution/worker_queues.py, where the form reads them
-too: the start time-out and the seconds per token of the run limit (workers/runner.py, run_limit_s).
+too: the start time-out and the seconds per token of the run limit (workers/sessions.py, run_limit_s).
 """
 
 import contextlib

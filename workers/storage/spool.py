@@ -85,7 +85,7 @@ def spool_read(path: Path) -> SpooledRun:
     return record
 
 
-def _store(record: SpooledRun) -> bool:
+def _store(record: SpooledRun, worker_name: str) -> bool:
     experiment = Experiment.objects.get(id=record.experiment_id)
     return execution.run_record_result(
         run_id=record.run_id,
@@ -93,6 +93,7 @@ def _store(record: SpooledRun) -> bool:
             run_id=record.run_id, load=record.load, counters=record.counters,
             environment=record.environment, experiment=experiment,
         ),
+        worker_name=worker_name,
     )  # fmt: skip
 
 
@@ -100,10 +101,11 @@ def spool_store(path: Path, *, wait_s: float) -> bool:
     """Store a spooled run, retrying while the database cannot be reached (up to `wait_s`),
     then remove the file. True if the run took it; False if it no longer wanted it."""
     record = spool_read(path)
+    worker_name = path.parent.name  # the folder of the worker that measured it (spool_dir)
     deadline, delay = time.monotonic() + wait_s, 0.5
     while True:
         try:
-            stored = _store(record)
+            stored = _store(record, worker_name)
         except DatabaseError as error:
             if time.monotonic() >= deadline:
                 raise

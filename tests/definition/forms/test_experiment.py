@@ -2,6 +2,8 @@
 input is refused on its own field and stores nothing; a good input becomes an experiment with
 arms, runs and a dispatch."""
 
+from unittest import mock
+
 import pytest
 from django.conf import settings
 from django.urls import reverse
@@ -257,7 +259,8 @@ def test_good_input_creates_experiment_arms_runs_and_dispatch(
     ]
     assert Run.objects.filter(experiment=experiment).count() == 3 * 2 * 2  # arms × levels × repetitions
     assert experiment.prompt_set_hash == catalog.prompt_set_hash("chat")
-    celery_dispatch.assert_called_once_with(args=[experiment.id], queue="h100")
+    # One message per queued block (issue 38): each idle worker of the queue can claim one.
+    assert celery_dispatch.call_args_list == [mock.call(args=[experiment.id], queue="h100")] * experiment.blocks.count()
 
 
 def test_the_draft_cost_is_measured_when_a_draft_model_arm_is_posted():
