@@ -10,6 +10,19 @@ from dataclasses import dataclass
 from experiments.measurement.engine import host_load
 from experiments.models import Experiment, RunSummary
 
+DEFINITION = (
+    "read from /proc (and nvidia-smi) just before and just after each run's measured requests. Other processes' "
+    "share: the CPU time the host spent busy, less what the run's own processes took (the worker with its load "
+    "generator, its vLLM server and the server's engine), over every core for the run's time; load: the "
+    "1-minute load average at the run's end; steal: the share of that time the hypervisor took; memory stalls: "
+    "the share of the run's time some task waited for memory (/proc/pressure/memory); GPU used by others: the "
+    "utilisation of processes on the GPU that are not the run's. A run is under foreign load when other "
+    f"processes took more than {host_load.FOREIGN_CPU:.0%} of the CPU, more than {host_load.STEAL:.0%} was "
+    f"stolen, or others kept the GPU more than {host_load.FOREIGN_GPU:.0%} busy; the blocks' host states differ "
+    "when some ran under foreign load and some did not, or other processes' mean share of a block lies more than "
+    f"{host_load.STATES_APART:.0%} apart between the quietest and the busiest block"
+)
+
 
 @dataclass(frozen=True)
 class HostRun:

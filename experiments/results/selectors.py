@@ -107,6 +107,7 @@ class Environment:
     hardware: list[str]
     hosts: list[str]
     host_state: str = ""  # how busy the host was over the runs (experiments/analysis/host_states.py)
+    host_definition: str = host_states.DEFINITION
 
 
 def _hardware(snapshot: Mapping[str, Any]) -> str:

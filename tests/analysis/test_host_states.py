@@ -2,6 +2,8 @@
 the protocol card's line, the runs under foreign load flagged, and the words marked when the
 blocks ran under different host states; and the columns a run's state is stored in."""
 
+from html import unescape
+
 import pytest
 from django.urls import reverse
 
@@ -53,8 +55,13 @@ def test_runs_recorded_before_the_host_was_read_say_nothing():
 def test_the_protocol_card_shows_the_host_state(logged_in_client):
     experiment, _, _ = _runs({1: 0.02, 2: 0.40})
     html = logged_in_client.get(reverse("experiments:detail", args=[experiment.pk])).text
-    assert 'id="protocol-host-state"' in html
-    assert "2 of 4 runs under foreign load" in html
+    card = unescape(html.split('id="protocol-host-state"')[1].split("</dd>")[0])
+    assert "other processes took 2%–40% of the CPU, load 2.5–3.5; 2 of 4 runs under foreign load" in card
+    # Each figure is defined beside it, with the thresholds the flags use.
+    for term in ("Other processes' share", "load:", "steal:", "memory stalls:", "GPU used by others:"):
+        assert term in card
+    assert "more than 10% of the CPU, more than 5% was stolen, or others kept the GPU more than 10% busy" in card
+    assert "more than 15% apart" in card
 
 
 def test_a_run_s_state_is_stored_in_its_summary_s_host_columns():

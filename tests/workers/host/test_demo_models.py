@@ -1,6 +1,11 @@
+"""The demo models in a checkout: the management command that puts them in place through the
+machine's cache, the path rule on the folder they land in, and (with the vLLM environment)
+the built models themselves."""
+
 import json
-import shutil
+import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -8,14 +13,15 @@ from django.conf import settings as django_settings
 from django.core.management import CommandError, call_command
 
 from experiments.management.commands import build_demo_models
-from experiments.management.commands.build_demo_models import MARKER_NAME, build_version
 from experiments.prompts.catalog import builtin_prompt_sets
+from experiments.rules.model_paths import model_path_refusal
+from workers.host import model_cache
 
 FAKE_PYTHON = "/opt/vllm-env/bin/python"
 
 
-class FakeBuild:
-    """Stands in for subprocess.run: records each command and writes what the builder would."""
+class FakeRun:
+    """Stands in for subprocess.run: records each command, exits with `returncode`."""
 
     def __init__(self, returncode: int = 0):
         self.returncode = returncode
@@ -23,101 +29,72 @@ class FakeBuild:
 
     def __call__(self, command, **kwargs):
         self.calls.append((command, kwargs))
-        if self.returncode == 0:
-            out = Path(command[command.index("--out") + 1])
-            for name in ("target", "draft"):
-                (out / name).mkdir(parents=True, exist_ok=True)
-                (out / name / "config.json").write_text("{}")
         return subprocess.CompletedProcess(command, self.returncode)
 
 
 @pytest.fixture
-def models_dir(settings, tmp_path):
+def fake_run(settings, tmp_path, monkeypatch):
     settings.SPECDASH_MODELS_DIR = tmp_path / "models"
     settings.SPECDASH_VLLM_PYTHON = FAKE_PYTHON
-    return tmp_path / "models"
-
-
-@pytest.fixture
-def fake_build(monkeypatch):
-    fake = FakeBuild()
+    fake = FakeRun()
     monkeypatch.setattr(build_demo_models.subprocess, "run", fake)
     return fake
 
 
-def test_builds_with_the_vllm_python_as_an_argument_list(models_dir, fake_build):
-    call_command("build_demo_models")
-
-    [(command, kwargs)] = fake_build.calls
-    assert command == [FAKE_PYTHON, "-m", "workers.host.demo_models", "--out", str(models_dir)]
-    assert kwargs["cwd"] == django_settings.BASE_DIR
-    assert "shell" not in kwargs
-    assert (models_dir / MARKER_NAME).read_text().strip() == build_version()
-
-
-def test_skips_when_models_match_the_marker(models_dir, fake_build):
-    call_command("build_demo_models")
-    call_command("build_demo_models")
-
-    assert len(fake_build.calls) == 1
-
-
-def test_rebuilds_when_the_marker_is_from_another_version(models_dir, fake_build):
-    call_command("build_demo_models")
-    (models_dir / MARKER_NAME).write_text("an older recipe\n")
-
-    call_command("build_demo_models")
-
-    assert len(fake_build.calls) == 2
-    assert (models_dir / MARKER_NAME).read_text().strip() == build_version()
-
-
-def test_rebuilds_when_a_model_is_missing(models_dir, fake_build):
-    call_command("build_demo_models")
-    (models_dir / "draft" / "config.json").unlink()
-
-    call_command("build_demo_models")
-
-    assert len(fake_build.calls) == 2
-
-
-def test_force_rebuilds_current_models(models_dir, fake_build):
+def test_the_command_runs_the_cache_with_the_vllm_python_as_an_argument_list(fake_run, tmp_path):
     call_command("build_demo_models")
     call_command("build_demo_models", force=True)
 
-    assert len(fake_build.calls) == 2
+    [(command, kwargs), (forced, _)] = fake_run.calls
+    assert command == [FAKE_PYTHON, "-m", "workers.host.model_cache", "--models-dir", str(tmp_path / "models")]
+    assert forced == [*command, "--force"]
+    assert kwargs["cwd"] == django_settings.BASE_DIR
+    assert "shell" not in kwargs
 
 
-def test_failed_build_raises_and_leaves_no_marker(models_dir, monkeypatch):
-    monkeypatch.setattr(build_demo_models.subprocess, "run", FakeBuild(returncode=3))
-    models_dir.mkdir(parents=True)
-    (models_dir / MARKER_NAME).write_text(build_version() + "\n")
+def test_a_failed_cache_run_is_a_command_error(fake_run):
+    fake_run.returncode = 3
 
     with pytest.raises(CommandError, match="exit code 3"):
-        call_command("build_demo_models", force=True)
-
-    assert not (models_dir / MARKER_NAME).exists()
+        call_command("build_demo_models")
 
 
-def test_build_version_changes_with_the_recipe_and_the_prompt_sets(tmp_path, settings, monkeypatch):
-    # A copy of the recipe and the prompt sets: the version follows their content.
-    (tmp_path / "workers" / "host").mkdir(parents=True)
-    recipe = tmp_path / "workers" / "host" / "demo_models.py"
-    recipe.write_bytes((Path(settings.BASE_DIR) / "workers" / "host" / "demo_models.py").read_bytes())
-    prompt_sets = tmp_path / "prompt_sets"
-    shutil.copytree(build_demo_models.PROMPT_SETS_DIR, prompt_sets)
-    settings.BASE_DIR = tmp_path
-    monkeypatch.setattr(build_demo_models, "PROMPT_SETS_DIR", prompt_sets)
+def _installed(tmp_path) -> tuple[Path, Path]:
+    """A cache entry built by a stand-in and installed into a checkout's models folder."""
 
-    original = build_version()
-    assert len(original) == 64
-    assert build_version() == original
-    recipe.write_text(recipe.read_text() + "\n# changed\n")
-    changed_recipe = build_version()
-    assert changed_recipe != original
-    chat = prompt_sets / "chat.json"
-    chat.write_text(chat.read_text().replace('"prompts": [', '"prompts": ["one more", ', 1))
-    assert build_version() not in (original, changed_recipe)
+    def build_into(folder: Path) -> None:
+        for name in model_cache.MODEL_NAMES:
+            (folder / name).mkdir(parents=True)
+            (folder / name / "config.json").write_text("{}")
+        (folder / "demo_build.json").write_text("{}")
+
+    root, models = tmp_path / "cache", tmp_path / "checkout" / "models"
+    inputs = model_cache.build_inputs(Path(django_settings.BASE_DIR), [], {"torch": "test"})
+    model_cache.ensure(models, root=root, inputs=inputs, build_into=build_into)
+    return root / model_cache.input_key(inputs), models
+
+
+def test_models_installed_from_the_cache_pass_the_path_rule(settings, tmp_path):
+    entry, models = _installed(tmp_path)
+    settings.SPECDASH_MODELS_DIR = models
+
+    assert model_path_refusal(str(models / "target")) is None
+    assert model_path_refusal(str(models / "draft")) is None
+    # The cache itself lies outside the models folder: a model path into it is refused, which is
+    # why a checkout holds hard links (or copies), not a symbolic link per model.
+    assert "must lie inside" in (model_path_refusal(str(entry / "target")) or "")
+
+
+def test_a_models_folder_that_is_a_symbolic_link_passes_the_path_rule(settings, tmp_path):
+    _, models = _installed(tmp_path)
+    linked = tmp_path / "elsewhere" / "models"
+    linked.parent.mkdir()
+    os.symlink(models, linked)
+    settings.SPECDASH_MODELS_DIR = linked
+
+    assert model_path_refusal(str(linked / "target")) is None
+    assert model_path_refusal(str(models / "draft")) is None
+    assert "must lie inside" in (model_path_refusal(str(tmp_path / "cache")) or "")
 
 
 LOAD_CHECK = """
@@ -143,11 +120,16 @@ print(json.dumps({
 """
 
 
+def _built_models() -> Path:
+    models_dir = Path(django_settings.SPECDASH_MODELS_DIR)
+    if not all((models_dir / name / "config.json").is_file() for name in model_cache.MODEL_NAMES):
+        pytest.skip(f"No demo models in {models_dir}: run `manage.py build_demo_models` first.")
+    return models_dir
+
+
 @pytest.mark.vllm
 def test_built_models_load_with_transformers_in_the_vllm_environment():
-    models_dir = Path(django_settings.SPECDASH_MODELS_DIR)
-    if not all((models_dir / name / "config.json").is_file() for name in ("target", "draft")):
-        pytest.skip(f"No demo models in {models_dir}: run `manage.py build_demo_models` first.")
+    models_dir = _built_models()
     prompts = [p for prompt_set in builtin_prompt_sets().values() for p in prompt_set.prompts]
 
     result = subprocess.run(
@@ -168,3 +150,23 @@ def test_built_models_load_with_transformers_in_the_vllm_environment():
     assert report["max_position_embeddings"] >= 512
     assert report["longest_prompt_tokens"] + 64 <= 512
     assert report["generated"] == 8
+
+
+@pytest.mark.vllm
+def test_a_second_checkout_gets_the_cached_models_in_seconds(tmp_path):
+    models_dir = _built_models()
+    entry = Path(json.loads((models_dir / model_cache.INSTALLED).read_text())["cache"])
+    second = tmp_path / "second-checkout" / "models"
+    command = [django_settings.SPECDASH_VLLM_PYTHON, "-m", "workers.host.model_cache", "--models-dir", str(second)]
+    command += ["--cache", str(entry.parent)]
+    started = time.monotonic()
+
+    result = subprocess.run(
+        command, cwd=django_settings.BASE_DIR, capture_output=True, text=True, timeout=120, check=False
+    )
+
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.startswith(f"demo models cached ({entry.name},")
+    # No torch import, no training: a cache hit only hashes a few tens of megabytes.
+    assert time.monotonic() - started < 30
+    assert model_cache.verify(second, model_cache.read_manifest(entry)) is None
