@@ -52,6 +52,10 @@ def test_the_page_shows_the_estimate_after_the_stop_and_the_plain_one(logged_in_
     assert "95 % after the stop interval" in grid
     assert 'class="plain"' in grid
     assert "The block model" in html
+    definitions = html.split('id="question-definitions"')[1].split("</details>")[0]
+    assert "<dt>After the stop</dt>" in definitions
+    assert "The plain estimate is at the level of the look that settled it (the Tested at column)" in definitions
+    assert "(the confidence column)" not in definitions
 
 
 def test_an_experiment_recorded_before_replays_its_per_cell_method():

@@ -223,6 +223,11 @@ def test_experiment_runs_end_to_end_on_real_vllm(arms_experiment):
             assert row.server_tpot_ms == pytest.approx(row.server_decode_ms / (row.output_tokens - 1))
             span_ratios.append(row.stream_span_ratio)
         assert summary.stream_checked == summary.completed
+        # The host's state over the measured requests, read from /proc by the load generator (workers/host/).
+        assert summary.host_cores == os.cpu_count()
+        assert 0.0 <= summary.host_foreign_cpu <= 1.0
+        assert 0.0 <= summary.host_steal <= 1.0
+        assert summary.host_load >= 0.0
         environment = EnvironmentSnapshot.objects.get(run=run)
         assert environment.vllm_version
         binding = plan_binding(os.sched_getaffinity(0))
