@@ -56,6 +56,8 @@ def experiment_mark_running(*, experiment: Experiment) -> None:
         status=Experiment.Status.RUNNING, started_at=now
     ):
         experiment.refresh_from_db(fields=["status", "started_at"])
+        if experiment.status == Experiment.Status.RUNNING:
+            return  # another worker of its queue started it meanwhile (a fleet's blocks: issue 38)
         raise IllegalTransition(f"Experiment is {experiment.status} now; it was not started.")
     experiment.status, experiment.started_at = Experiment.Status.RUNNING, now
 

@@ -15,6 +15,7 @@ from experiments.results import block as results
 from experiments.results import (
     block_selectors,
     exports,
+    fleet,
     recommendation,
     search_recommendation,
     selectors,
@@ -97,6 +98,7 @@ def _progress_context(experiment: Experiment) -> dict:
         "runs": selectors.experiment_runs(experiment=experiment),
         "progress": selectors.experiment_progress(experiment=experiment),
         "workers": selectors.experiment_workers(experiment=experiment),
+        "fleet": fleet.experiment_fleet(experiment=experiment),
         "queue_notice": selectors.experiment_queue_notice(experiment=experiment),
         "polling": experiment.is_active,
     }

@@ -240,3 +240,13 @@ def test_no_more_blocks_in_flight_than_idle_workers_of_the_class():
     assert lifecycle.experiment_block_done(experiment=experiment, block_id=None, capacity=3) == 0
     assert lifecycle.experiment_block_done(experiment=experiment, block_id=None, capacity=4) == 1
     assert block_claims.blocks_in_flight(experiment) == 4
+
+
+def test_a_second_worker_starting_the_experiment_finds_it_running_and_goes_on(celery_dispatch):
+    experiment = fakes.new_experiment(celery_dispatch)
+    second_copy = Experiment.objects.get(id=experiment.id)  # read by the other worker before the first started it
+    execution.experiment_mark_running(experiment=experiment)
+
+    execution.experiment_mark_running(experiment=second_copy)
+
+    assert second_copy.status == Experiment.Status.RUNNING
