@@ -10,11 +10,11 @@ import pytest
 from experiments.measurement.stats import objective
 from experiments.simulation import objective_tables, speed
 
-# Measured with this seed, 150 experiments of the demo's shape (at most 4 blocks), TPOT +50 %,
-# E2E and throughput at -5 % (their margin): 3.3 % false "pays" in the family; 10.7 % with each
-# guard tested at the whole alpha.
+# Measured with this seed, 150 experiments of the demo's shape (at most 4 blocks) on the block
+# model, TPOT +50 %, E2E and throughput at -5 % (their margin): 2.0 % false "pays" in the family;
+# 6.7 % with each guard tested at the whole alpha (600 experiments: 2.3 % and 7.0 %).
 EXPERIMENTS = 150
-BOUND = 0.07
+BOUND = 0.05
 
 
 def _row(gain: float, loss: float, experiments: int = EXPERIMENTS, guards=objective_tables.GUARDS):
@@ -37,6 +37,7 @@ def test_guards_at_their_margin_are_rarely_passed_and_the_sharing_over_cells_is_
     with mock.patch.object(objective, "guard_look", unshared):
         naive = _row(0.5, 0.05)
     assert naive.family_pays / naive.experiments > BOUND
+    assert naive.family_pays >= 2 * held.family_pays
 
 
 def test_an_arm_that_queues_never_pays_though_it_is_faster_per_token():

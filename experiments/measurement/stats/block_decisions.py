@@ -212,6 +212,12 @@ class _Family:
         return (-band, band) if word in (NOT_WORTH_IT, QUIET) else None
 
 
+def estimate_on_spread(values: Sequence[float], spread: block_model.Spread, *, confidence: float) -> RatioEstimate:
+    """The plain estimate of block ratios `values` with its interval at `confidence`, on the
+    block model's `spread` (a guard's test: experiments/measurement/stats/objective.py)."""
+    return _Test(None, tuple(values), spread if len(values) >= 2 else None, len(values), ()).estimate(1 - confidence)
+
+
 def _test(cell: PrimaryCell[K], design: Design, look_at: int, spreads: Mapping[K, block_model.Spread]) -> _Test[K]:
     values = tuple(ratio for block, ratio in sorted(cell.ratios.items()) if block <= look_at)
     at = look_at - cell.entered + 1

@@ -16,6 +16,9 @@ the primary truly gains must not be shown non-inferior either: each guard is tes
 at the family's alpha shared over the family's cells (Bonferroni) on the design's own spending
 boundary over the looks, so over every cell and look a false "non-inferior" has at most alpha.
 One test per guard and cell suffices for all the guards of a cell: "pays" needs every one.
+On the block model (sequential.BLOCK_MODEL) a guard's interval takes the spread of that guard
+metric's block ratios pooled over the primary cells, as the primary's test does
+(experiments/measurement/stats/block_model.py); on the per-cell method, its own blocks'.
 
 The words:
 - PAYS: faster on the primary, every guard non-inferior.
@@ -29,10 +32,11 @@ The words:
 Plain Python, no Django.
 """
 
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from experiments.measurement.stats import sequential
+from experiments.measurement.stats import block_decisions, block_model, sequential
 from experiments.measurement.stats.intervals import RatioEstimate, block_interval
 
 PAYS = "pays"
@@ -157,14 +161,21 @@ def _own_looks(
 
 def guard_look(
     ratios: Mapping[int, float], guard: Guard, *, design: sequential.Design, family: int, blocks: int,
-    own_look: int, looks: tuple[int, ...],
+    own_look: int, looks: tuple[int, ...], spread: block_model.Spread | None = None,
 ) -> GuardLook:  # fmt: skip
     """A guard's one-sided test at one look: its interval from the blocks up to `blocks`, at the
-    level the family's alpha shared over `family` cells allows at this look of the boundary."""
+    level the family's alpha shared over `family` cells allows at this look of the boundary; on
+    `spread` (the block model's) where given, else on its own blocks'."""
     values = [ratio for block, ratio in sorted(ratios.items()) if block <= blocks]
-    level = sequential.nominal_level(design.alpha / max(1, family), looks, own_look, design.spending)
+    normal = design.method == sequential.BLOCK_MODEL
+    level = sequential.nominal_level(design.alpha / max(1, family), looks, own_look, design.spending, normal=normal)
     confidence = 1 - 2 * level  # a one-sided bound at `level` is the two-sided interval's end
-    estimate = block_interval(values, confidence=confidence) if len(values) >= 2 else block_interval(values)
+    if spread is not None and len(values) >= 2:
+        estimate = block_decisions.estimate_on_spread(values, spread, confidence=confidence)
+    elif len(values) >= 2:
+        estimate = block_interval(values, confidence=confidence)
+    else:
+        estimate = block_interval(values)
     status = UNSURE
     if estimate.has_interval:
         lo, hi = estimate.interval.lo, estimate.interval.hi
@@ -178,7 +189,7 @@ def guard_look(
 def _guards_over_looks(
     cell: sequential.PrimaryCell[tuple[int, int]], guards: Sequence[Guard],
     ratios: Mapping[str, Mapping[int, float]], *, design: sequential.Design, family: int, blocks_run: int,
-    final: bool, implied: frozenset[str],
+    final: bool, implied: frozenset[str], pooled: Callable[[str, int], Mapping[tuple[int, int], block_model.Spread]],
 ) -> tuple[GuardLook, ...]:  # fmt: skip
     """Each guard at the first look that settled it (shown or worse), else at the last look taken."""
     taken, looks = _own_looks(cell, design, blocks_run, final)
@@ -187,7 +198,10 @@ def _guards_over_looks(
         series = ratios.get(guard.metric, {})
         found = None
         for blocks, own in taken:
-            found = guard_look(series, guard, design=design, family=family, blocks=blocks, own_look=own, looks=looks)
+            spread = pooled(guard.metric, blocks).get(cell.key)
+            found = guard_look(
+                series, guard, design=design, family=family, blocks=blocks, own_look=own, looks=looks, spread=spread
+            )
             if found.status != UNSURE:
                 break
         if found is None:
@@ -223,6 +237,7 @@ def joint_decisions(
     the baseline was not (or the reverse): there output throughput is a guard too."""
     by_key = {decision.key: decision for decision in decisions}
     family = sum(1 for cell in cells if cell.blocked is None)
+    pooled = _guard_spreads(cells, guard_ratios, design)
     more_blocks = not final and blocks_run < design.max_blocks
     result = []
     for cell in cells:
@@ -235,10 +250,29 @@ def joint_decisions(
             implied = frozenset({CAPACITY_METRIC})
         looked = _guards_over_looks(
             cell, tested, guard_ratios.get(cell.key, {}), design=design, family=family, blocks_run=blocks_run,
-            final=final, implied=implied,
+            final=final, implied=implied, pooled=pooled,
         )  # fmt: skip
         result.append(JointDecision(cell.key, joint_word(primary, looked, more_blocks=more_blocks), primary, looked))
     return result
+
+
+def _guard_spreads(
+    cells: Sequence[sequential.PrimaryCell[tuple[int, int]]],
+    guard_ratios: Mapping[tuple[int, int], Mapping[str, Mapping[int, float]]], design: sequential.Design,
+) -> Callable[[str, int], Mapping[tuple[int, int], block_model.Spread]]:  # fmt: skip
+    """(guard metric, experiment blocks) → each primary cell's spread of that metric's block log
+    ratio on the block model, pooled over the measured primary cells up to those blocks; nothing
+    on the per-cell method (each guard then takes its own blocks' spread)."""
+    if design.method != sequential.BLOCK_MODEL:
+        return lambda metric, blocks: {}
+    measured = [cell.key for cell in cells if cell.blocked is None]
+
+    @functools.cache
+    def spreads(metric: str, blocks: int) -> Mapping[tuple[int, int], block_model.Spread]:
+        ratios = {key: guard_ratios[key][metric] for key in measured if metric in guard_ratios.get(key, {})}
+        return block_model.fit(ratios, block_model.arm_and_level, upto=blocks)
+
+    return spreads
 
 
 # The primary word a deployment rule reads for each joint word: "pays" is the only "faster".

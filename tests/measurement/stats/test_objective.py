@@ -125,7 +125,9 @@ def test_a_preset_leaves_out_goodput_without_an_slo_and_the_primary_itself():
 
 # ---------------------------------------------------------------- looks, late cells, the words' timing
 
-SEQUENTIAL_5 = sequential.Design(max_blocks=5, sequential=True, margin=0.02, worthwhile_gain=0.07)
+SEQUENTIAL_5 = sequential.Design(
+    max_blocks=5, sequential=True, margin=0.02, worthwhile_gain=0.07, method=sequential.PER_CELL_T
+)
 STEADY = {1: 1.2, 2: 1.1, 3: 1.15, 4: 1.18, 5: 1.12}
 
 
@@ -207,3 +209,30 @@ def test_a_cell_without_guard_ratios_has_its_guards_not_shown():
                                          design=FIXED_3, blocks_run=3, final=True)  # fmt: skip
     assert [(g.metric, g.status) for g in joint.guards] == [("e2e", objective.UNSURE)]
     assert joint.word == objective.INCONCLUSIVE
+
+
+def _guard_words(cells, guard_ratios, method):
+    decisions = [sequential.Decision(cell.key, sequential.FASTER, block_interval((1.3, 1.25, 1.35)), 0.95, 3, 0.01)
+                 for cell in cells]  # fmt: skip
+    design = sequential.Design(max_blocks=3, sequential=False, margin=0.02, worthwhile_gain=0.07, method=method)
+    joint = objective.joint_decisions(cells, decisions, [Guard("e2e")], guard_ratios, design=design, blocks_run=3,
+                                      final=True)  # fmt: skip
+    return {j.word for j in joint}, {round(j.guards[0].estimate.lo, 3) for j in joint}
+
+
+def test_on_the_block_model_a_guard_takes_the_spread_pooled_over_the_cells():
+    """Four cells of one arm, three blocks each, guard ratios 0.98, 1.0 and 1.02 in a different
+    order in each cell. Alone, each cell's guard has 2 degrees of freedom at a one-sided 5 %/4
+    (t = 6.21 on the log sd 0.02 over sqrt(3)): its low end 0.930 lies below the margin's 0.95,
+    not shown. Pooled over the four cells (the block model) the same blocks show it. Where every
+    cell has the same blocks (one shock shared by all), pooling buys no degrees of freedom."""
+    orders = [(1.0, 0.98, 1.02), (0.98, 1.02, 1.0), (1.02, 1.0, 0.98), (1.0, 1.02, 0.98)]
+    cells = [sequential.PrimaryCell((7, level), {1: 1.3, 2: 1.25, 3: 1.35}) for level in (1, 2, 4, 8)]
+    own = {cell.key: {"e2e": dict(enumerate(order, start=1))} for cell, order in zip(cells, orders, strict=True)}
+    words, lows = _guard_words(cells, own, sequential.PER_CELL_T)
+    assert words == {objective.INCONCLUSIVE}
+    assert len(lows) == 1
+    assert lows.pop() == pytest.approx(0.930, abs=2e-3)
+    assert _guard_words(cells, own, sequential.BLOCK_MODEL)[0] == {objective.PAYS}
+    shared = {cell.key: {"e2e": {1: 1.0, 2: 0.98, 3: 1.02}} for cell in cells}
+    assert _guard_words(cells, shared, sequential.BLOCK_MODEL)[0] == {objective.INCONCLUSIVE}
