@@ -1,10 +1,15 @@
 """An experiment of the block model (Experiment.verdict_method, the default for new ones) through
 the stored analysis and the page: a settled primary cell stores and shows its estimate after the
-stop with the plain one beside it; an experiment recorded before replays its per-cell method."""
+stop with the plain one beside it, an open cell the blocks its looks would need and what they cost; an
+experiment recorded before replays its per-cell method."""
+
+from dataclasses import replace
 
 import pytest
 from django.urls import reverse
 
+from experiments.analysis import continuation, primary
+from experiments.analysis.loader import load_runs
 from experiments.analysis.services import experiment_analyse
 from experiments.measurement.stats import sequential
 from experiments.models import Experiment, SpeedupEstimate
@@ -66,3 +71,19 @@ def test_an_experiment_recorded_before_replays_its_per_cell_method():
     before = [(e.outcome, e.point, e.ci_low, e.ci_high, e.confidence) for e in _primary(experiment)]
     experiment_analyse(experiment=experiment)
     assert [(e.outcome, e.point, e.ci_low, e.ci_high, e.confidence) for e in _primary(experiment)] == before
+
+
+def test_an_open_cell_says_the_blocks_its_looks_would_need_and_what_they_cost():
+    experiment = seed_finished_experiment()  # 3 arms x 3 blocks: 9 server sessions; the baseline its one control
+    decided = primary.primary_decisions(experiment, load_runs(experiment), final=False)
+    cell = replace(decided.candidates[0], outcome=sequential.OPEN, to_settle=7)
+    arm, level = cell.key
+    labels = {arm: "n-gram k=4"}
+    step = continuation.Step(blocks_run=3, device_minutes=30.0)
+    # 7 blocks in all, 3 run: 4 more, each a session for the arm and the baseline, at 30 / 9 minutes a session.
+    assert primary._to_settle(cell, experiment, step, labels) == (
+        f"n-gram k=4 at {level} (about 4 more blocks, ≈ {4 * 2 * 30 / 9:.1f} device-minutes, would settle it)"
+    )
+    assert primary._why(cell, experiment.question.design, "") == (
+        "open after 3 blocks: about 7 blocks in all would settle it at its current spread"
+    )
