@@ -8,8 +8,10 @@ import pytest
 from django.urls import reverse
 
 from experiments.analysis import host_states
+from experiments.analysis.services import experiment_analyse
 from experiments.measurement.engine.host_load import HostState
-from tests.factories import EnvironmentSnapshotFactory
+from experiments.models import RunSummary
+from tests.factories import EnvironmentSnapshotFactory, seed_finished_experiment
 from tests.results.helpers import run_summary, two_arms
 from workers.storage.ingest import host_fields
 
@@ -71,3 +73,21 @@ def test_a_run_s_state_is_stored_in_its_summary_s_host_columns():
         "host_memory_stall": None, "host_gpu_foreign": 0.5,
     }  # fmt: skip
     assert host_fields(None) == {}
+
+
+def test_the_question_marks_its_words_when_its_blocks_ran_under_different_host_states(logged_in_client):
+    experiment = seed_finished_experiment()  # 3 blocks
+    summaries = RunSummary.objects.filter(run__experiment=experiment)
+    summaries.update(host_foreign_cpu=0.02, host_steal=0.0, host_load=1.0, host_cores=2)
+    summaries.filter(run__repetition=3).update(host_foreign_cpu=0.40)
+    experiment_analyse(experiment=experiment)
+    html = unescape(logged_in_client.get(reverse("experiments:detail", args=[experiment.pk])).text)
+    mark = html.split('id="question-host-states">')[1].split("</p>")[0]
+    assert mark == (
+        "† Its blocks ran under different host states: foreign load in block(s) 3; other processes took 2%–40% "
+        "of its CPU: the words below hold for that mix of host states."
+    )
+    experiment.analysis.refresh_from_db()
+    assert any(
+        w.startswith("The words hold for the host states their blocks ran under") for w in experiment.analysis.warnings
+    )
