@@ -236,7 +236,8 @@ def blocks_look(experiment: Experiment, block_id: int | None, seat: block_claims
 def look_when_idle(experiment: Experiment, seat: block_claims.Seat) -> bool:
     """Nothing to claim: when no block is in flight either (the last one was closed by the
     reaper, or every one failed), take the look that may add blocks. True when it added one."""
-    if block_claims.blocks_in_flight(experiment):
+    if in_flight := block_claims.blocks_in_flight(experiment):
+        logger.info("experiment %s: every block is claimed (%d in flight); leaving it", experiment.id, in_flight)
         return False
     return blocks_look(experiment, None, seat) > 0
 

@@ -203,7 +203,7 @@ def block_release(*, block_id: int, reason: str) -> str:
     _forget_results(runs)
     runs.update(
         status=Run.Status.QUEUED, started_at=None, finished_at=None, heartbeat_at=None, requests_done=0,
-        worker_host="", worker_name="", attempts=0, error="",
+        worker_host="", worker_name="", error="",
     )  # fmt: skip
     block.status, block.lease_owner, block.lease_at, block.worker_name, block.worker_host, block.gpu_ids = (
         Block.Status.QUEUED, "", None, "", "", "",
