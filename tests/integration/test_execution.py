@@ -13,7 +13,9 @@ tests/integration/test_multi_worker.py.)
 
 import itertools
 import os
+import re
 import statistics
+from html import unescape
 from types import SimpleNamespace
 
 import pytest
@@ -265,7 +267,8 @@ def test_experiment_runs_end_to_end_on_real_vllm(arms_experiment):
     assert len(analysis.verdicts) == 2 * 4  # compared arms x verdict metrics
     assert {row["level"] for row in analysis.fidelity} == {1, 2}
     # The n-gram arm's server said why it had no async scheduling; the page shows every arm's
-    # decisions, and flags none: the arms all decided alike on this host.
+    # decisions and flags one: the arms decided alike on this host, but the draft model's KV
+    # cache comes out of the same budget, so its servers hold fewer tokens than the baseline's.
     ngram = EnvironmentSnapshot.objects.filter(run__experiment=experiment, run__arm__method=Arm.Method.NGRAM).first()
     assert "ngram-based speculative decoding" in ngram.engine_log_lines["async_scheduling"]
     html = _arms_client(arms_experiment).get(reverse("experiments:detail", args=[experiment.pk])).text
@@ -273,7 +276,13 @@ def test_experiment_runs_end_to_end_on_real_vllm(arms_experiment):
     assert "Model Runner V1</span> ·" in html
     assert "CUDA graphs off" in html
     assert f"KV cache {environment.kv_cache_tokens:,} tokens" in html
-    assert 'class="engine-flag"' not in html
+    snapshots = EnvironmentSnapshot.objects.filter(run__experiment=experiment)
+    baseline = {s.kv_cache_tokens for s in snapshots.filter(run__arm__method=Arm.Method.BASELINE)}
+    drafted = {s.kv_cache_tokens for s in snapshots.filter(run__arm__method=Arm.Method.DRAFT_MODEL)}
+    assert max(drafted) < min(baseline)
+    (flag,) = re.findall(r'<tr class="engine-flag">.*?<p class="warning">(.*?)</p>', html, re.S)
+    assert "KV-cache tokens against the baseline" in unescape(flag)
+    assert experiment.arms.get(method=Arm.Method.DRAFT_MODEL).label in unescape(flag)
 
 
 @MODELS_BUILT
