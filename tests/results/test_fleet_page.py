@@ -29,6 +29,7 @@ def test_the_page_says_which_worker_ran_each_block_and_who_was_passed_over_and_w
 
     page = client.get(reverse("experiments:detail", args=[experiment.id])).content.decode()
 
+    assert 'id="executed-by">Executed by 2 workers (<span class="mono">gpu0@host-a, gpu1@host-a</span>)' in page
     assert 'id="fleet-blocks"' in page
     assert 'id="fleet-block-1" data-worker="gpu0@host-a"' in page
     assert 'id="fleet-block-2" data-worker="gpu1@host-a"' in page
@@ -51,3 +52,14 @@ def test_an_experiment_without_blocks_keeps_the_one_worker_sentence(client, cele
     assert not Block.objects.filter(experiment=experiment).exists()
     assert 'id="fleet-blocks"' not in page
     assert "Executed by worker" in page
+
+
+def test_one_worker_of_a_fleet_is_named_as_the_one_that_executed_it(client, celery_dispatch):
+    experiment = fakes.new_experiment(celery_dispatch)
+    block_claims.block_claim(experiment_id=experiment.id, seat=_seat("cpu@host-1", fakes.FAKE_HARDWARE))
+    client.force_login(experiment.owner)
+
+    page = client.get(reverse("experiments:detail", args=[experiment.id])).content.decode()
+
+    assert 'id="executed-by">Executed by worker <span class="mono">cpu@host-1</span>' in page
+    assert 'id="fleet-passed-over"' not in page
