@@ -65,7 +65,7 @@ def runs_reap_stale() -> None:
     ids |= set(execution.runs_requeue_stale(stale_after=stale_after))
     ids |= {experiment.id for experiment in block_claims.experiments_stalled()}
     for experiment in Experiment.objects.filter(id__in=ids).active():
-        logger.warning("re-dispatching experiment %s: a worker process of it stopped beating", experiment.id)
+        logger.warning("re-dispatching experiment %s: its worker process stopped beating", experiment.id)
         dispatch.experiment_dispatch(experiment=experiment)
     for experiment in execution.experiments_without_work():
         try:
