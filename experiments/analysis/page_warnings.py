@@ -4,13 +4,14 @@ that differ between arms, what vLLM decided otherwise for an arm than for the ba
 runner, scheduling, CUDA graphs, KV-cache size: experiments/analysis/engine_decisions.py),
 streams the client did not see as the engine made them, runs under foreign load and blocks
 that ran under different host states (experiments/analysis/host_states.py), an A/A
-replicate called different (experiments/analysis/replicate.py), and outputs that differ
-from the baseline's more often than the replicate's.
+replicate called different (experiments/analysis/replicate.py), outputs that differ
+from the baseline's more often than the replicate's, and block ratios that differ between the
+hosts of a fleet beyond chance (experiments/analysis/variance.py).
 """
 
 from collections import defaultdict
 
-from experiments.analysis import engine_decisions, host_states, replicate
+from experiments.analysis import engine_decisions, host_states, replicate, variance
 from experiments.measurement.engine import stream_fidelity
 from experiments.measurement.stats import question, verdicts
 from experiments.models import Arm, EnvironmentSnapshot, Experiment, RequestRecord, Run, RunSummary
@@ -134,8 +135,10 @@ def analysis_warnings(
     stream: list[dict],
     fidelity: list[dict],
     labels: dict[int, str],
+    components: dict | None = None,
 ) -> list[str]:
-    """Every warning of the stored analysis, in the order the page prints them."""
+    """Every warning of the stored analysis, in the order the page prints them; `components`:
+    the analysis' series["variance_components"], which holds the test of the hosts."""
     return (
         experiment.protocol_warnings()
         + _design_warnings(experiment)
@@ -146,4 +149,5 @@ def analysis_warnings(
         + host_states.host_warnings(host_states.host_runs(experiment), labels)
         + replicate.replicate_warnings(experiment, decided, _replicate_label(compared))
         + fidelity_warnings(fidelity, labels)
+        + variance.host_warnings(components)
     )

@@ -187,7 +187,13 @@ def experiment_analyse(*, experiment: Experiment) -> ExperimentAnalysis:
             "series": charts,
             "fidelity": fidelity,
             "warnings": page_warnings.analysis_warnings(
-                experiment, compared=compared, decided=decided, stream=stream, fidelity=fidelity, labels=labels
+                experiment,
+                compared=compared,
+                decided=decided,
+                stream=stream,
+                fidelity=fidelity,
+                labels=labels,
+                components=charts["variance_components"],
             ),
         },
     )

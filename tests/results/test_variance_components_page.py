@@ -59,3 +59,35 @@ def test_an_analysis_stored_before_the_components_shows_no_section(logged_in_cli
     del finished.analysis.series["variance_components"]
     finished.analysis.save(update_fields=["series"])
     assert 'id="variance-components"' not in page_html(logged_in_client, finished)
+
+
+HOST_TEST = {
+    "metric": "server_tpot", "metric_name": "Engine-timed TPOT", "level": 0.05, "min_blocks": 2, "min_hosts": 2,
+    "hosts_seen": 2,
+    "arms": [
+        {
+            "arm_id": 1, "arm": "n-gram k=4", "replicate": False, "f": 57.6, "df": [1, 3], "p": 0.0047,
+            "p_holm": 0.0094, "warn": True, "farthest": "host-b", "note": "",
+            "hosts": [
+                {"host": "host-a", "blocks": 2, "mean_pct": 121.0}, {"host": "host-b", "blocks": 3, "mean_pct": 392.0},
+            ],
+        },
+    ],
+}  # fmt: skip
+
+
+def test_the_between_host_term_and_the_host_test_are_shown_and_defined(logged_in_client, finished):
+    series = finished.analysis.series["variance_components"]
+    series["rows"] = [ROW | {"hosts": "host-a (2), host-b (3)", "sigma_host_pct": 55.9, "host_note": ""}]
+    series |= {"min_host_blocks": 2, "min_hosts": 2, "host_test": HOST_TEST}
+    finished.analysis.save(update_fields=["series"])
+    html = page_html(logged_in_client, finished)
+    tables = html_tables(html)
+    assert tables["table-host-term"][1] == ["n-gram k=4", "Engine-timed TPOT", "host-a (2), host-b (3)", "55.9", ""]
+    assert tables["table-host-test"][1] == [
+        "n-gram k=4", "host-a: 121.0 (2); host-b: 392.0 (3)", "57.6", "1, 3", "0.0047", "0.0094",
+        "yes: host-b farthest", "",
+    ]  # fmt: skip
+    assert "at least 2 hosts contributed at least 2 blocks each" in html
+    for term in ("Hosts (blocks)", "σ<sub>host</sub>", "Mean by host", "F, df", "p", "p (Holm)"):
+        assert f"<dt>{term}</dt>" in html
