@@ -135,7 +135,9 @@ def _mean_pct(mean: float | None) -> float | None:
     return None if mean is None else 100 * math.expm1(mean)
 
 
-def _host_test_row(arm: Arm, effect: he.HostEffect, decided: dict[int, tuple[float, bool]]) -> dict:
+def _host_test_row(
+    arm: Arm, effect: he.HostEffect, decided: dict[int, tuple[float, bool]], values: dict[int, float], hosts: dict
+) -> dict:
     p_holm, warn = decided.get(arm.id, (None, False))
     means = dict(effect.means)
     return {
@@ -152,12 +154,17 @@ def _host_test_row(arm: Arm, effect: he.HostEffect, decided: dict[int, tuple[flo
         "warn": warn,
         "farthest": he.farthest_host(effect) if effect.estimable else "",
         "note": _host_note(effect),
+        # The chart's points: every block with a value, its host ("" where none is recorded).
+        "points": [
+            {"block": block, "host": hosts.get(block, ""), "ratio": math.exp(value)} for block, value in values.items()
+        ],
     }
 
 
 def host_test(experiment: Experiment, ratios: dict, compared: list[Arm], metric: str, hosts: dict[int, str]) -> dict:
     """Per compared arm, the one-way test of its block values (log ratio of `metric`, mean over
     levels) by host, Holm-adjusted over the arms tested: the page warns where it rejects."""
+    values = {arm.id: he.block_values(ratios.get((arm.id, metric), {})) for arm in compared}
     effects = {arm.id: _host_effect(ratios.get((arm.id, metric), {}), hosts) for arm in compared}
     decided = he.hosts_differ(effects)
     return {
@@ -167,7 +174,7 @@ def host_test(experiment: Experiment, ratios: dict, compared: list[Arm], metric:
         "min_blocks": he.MIN_HOST_BLOCKS,
         "min_hosts": he.MIN_HOSTS,
         "hosts_seen": len(set(hosts.values())),
-        "arms": [_host_test_row(arm, effects[arm.id], decided) for arm in compared],
+        "arms": [_host_test_row(arm, effects[arm.id], decided, values[arm.id], hosts) for arm in compared],
     }
 
 

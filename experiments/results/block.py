@@ -337,4 +337,6 @@ class Results:
             "acceptance_length_cdf": series.get("acceptance_length_cdf", {}),
             "along_output": series.get("along_output", {}),
             "predicted": self._predicted,
+            # Each compared arm's block ratios with the host of each block (experiments/analysis/variance.py).
+            "host_blocks": series.get("variance_components", {}).get("host_test", {}).get("arms", []),
         }

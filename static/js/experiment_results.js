@@ -456,4 +456,37 @@
       },
     }),
   });
+
+  // ------------------------------------------------------------ block ratios by host (issue 38)
+
+  // Colour is the host, the point's shape the arm: a host whose blocks sit apart shows as one colour apart.
+  const HOST_COLOURS = ["#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666"];
+  const ARM_SHAPES = ["circle", "triangle", "rect", "rectRot", "star", "crossRot"];
+  const hostRows = data.host_blocks ?? [];
+  const hostNames = [...new Set(hostRows.flatMap((row) => row.points.map((p) => p.host)))].sort();
+  const hostColour = (host) => (host ? HOST_COLOURS[hostNames.indexOf(host) % HOST_COLOURS.length] : INK);
+  const hostDatasets = hostRows.flatMap((row, i) =>
+    hostNames.map((host) => ({
+      label: `${row.arm}${row.replicate ? " (A/A)" : ""} on ${host || "unrecorded host"}`,
+      data: row.points.filter((p) => p.host === host).map((p) => ({ x: p.block, y: p.ratio })),
+      borderColor: hostColour(host),
+      backgroundColor: hostColour(host),
+      pointStyle: ARM_SHAPES[i % ARM_SHAPES.length],
+      pointRadius: 5,
+    })),
+  ).filter((dataset) => dataset.data.length);
+  if (hostDatasets.length) {
+    draw("chart-host-blocks", {
+      type: "scatter",
+      data: { datasets: hostDatasets },
+      options: options("Block ratios by host (geometric mean over the levels)", "block (place in completion order)", SPEEDUP, {
+        x: { ticks: { stepSize: 1 } },
+        y: { beginAtZero: false, grace: "5%" },
+        plugins: {
+          annotation: { annotations: { parity: parityLine() } },
+          legend: { labels: { usePointStyle: true, boxHeight: 8 } },
+        },
+      }),
+    });
+  }
 })();

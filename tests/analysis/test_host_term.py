@@ -85,6 +85,11 @@ def test_the_between_host_term_and_the_warning_by_hand(completed):
         pytest.approx(100 * math.expm1(math.log(2) + 0.9)),
     ]
     assert (test["replicate"]["p_holm"], test["replicate"]["warn"]) == (1.0, False)
+    # The chart's points: block places in completion order, each with its host and its ratio (2 × exp(value)).
+    places = {number: place for place, number in enumerate(completed, start=1)}
+    assert sorted((p["block"], p["host"], p["ratio"]) for p in test["n-gram k=4"]["points"]) == sorted(
+        (places[n], HOSTS[n - 1], pytest.approx(2 * math.exp(ARM_LOGS[n - 1]))) for n in range(1, 6)
+    )
     warnings = [w for w in analysis.warnings if "differ between hosts beyond chance" in w]
     assert len(warnings) == 1
     assert warnings[0].startswith("n-gram k=4: its block ratios of Engine-timed TPOT differ between hosts")

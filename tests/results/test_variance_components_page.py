@@ -68,6 +68,7 @@ HOST_TEST = {
         {
             "arm_id": 1, "arm": "n-gram k=4", "replicate": False, "f": 57.6, "df": [1, 3], "p": 0.0047,
             "p_holm": 0.0094, "warn": True, "farthest": "host-b", "note": "",
+            "points": [{"block": 1, "host": "host-a", "ratio": 2.0}],
             "hosts": [
                 {"host": "host-a", "blocks": 2, "mean_pct": 121.0}, {"host": "host-b", "blocks": 3, "mean_pct": 392.0},
             ],
@@ -91,3 +92,6 @@ def test_the_between_host_term_and_the_host_test_are_shown_and_defined(logged_in
     assert "at least 2 hosts contributed at least 2 blocks each" in html
     for term in ("Hosts (blocks)", "σ<sub>host</sub>", "Mean by host", "F, df", "p", "p (Holm)"):
         assert f"<dt>{term}</dt>" in html
+    assert 'id="chart-host-blocks"' in html
+    assert "Colour: the host that ran the block" in html
+    assert "host_blocks" in html  # the chart's series in results-data
