@@ -1,7 +1,8 @@
 """Run the demo experiment N times, one after the other, and say how often it decides.
 
 Per run: its wall time (submitted to finished), the blocks it ran, its vLLM server starts
-(and their mean start time) and the word of every primary cell: the joint word of the demo's
+(and their mean start time) and the word of every primary cell, with the primary metric's
+speedup and interval: the joint word of the demo's
 objective (pays, costs, not worth it, open or inconclusive; the primary metric's own word for a
 cell without one). Then the settle rate (the share of runs in which every primary cell was
 settled: any word but open, inconclusive or too few blocks), each cell's own rate, and the
@@ -60,6 +61,7 @@ def run_row(experiment: Experiment) -> dict:
         "server_starts": len(starts),
         "mean_start_s": statistics.fmean(starts) if starts else None,
         "words": {f"{c['arm']} @ {c['level']}": cell_word(c) for c in cells},
+        "figures": {f"{c['arm']} @ {c['level']}": c.get("figure", "") for c in cells},
         "settled": bool(cells) and experiment.status == Experiment.Status.FINISHED
         and all(cell_word(c) not in UNSETTLED for c in cells),
     }  # fmt: skip
@@ -83,12 +85,16 @@ def summary(rows: list[dict]) -> list[str]:
     return lines
 
 
-def _shown(row: dict) -> str:
+def run_line(row: dict) -> str:
     start = f", {row['mean_start_s']:.0f} s each" if row["mean_start_s"] else ""
-    words = "; ".join(f"{cell} {word}" for cell, word in row["words"].items()) or "no primary cells"
+    figures = row.get("figures", {})
+    words = "; ".join(
+        f"{cell} {word}" + (f" ({figures[cell]})" if figures.get(cell) else "") for cell, word in row["words"].items()
+    )
     return (
         f"#{row['id']} {row['status']}: {row['wall_s'] / 60:.1f} min, {row['blocks']} blocks, "
-        f"{row['server_starts']} server starts{start}; {'settled' if row['settled'] else 'NOT settled'}: {words}"
+        f"{row['server_starts']} server starts{start}; {'settled' if row['settled'] else 'NOT settled'}: "
+        f"{words or 'no primary cells'}"
     )
 
 
@@ -113,7 +119,7 @@ class Command(BaseCommand):
             self.stdout.flush()
             experiment = self._wait(experiment, options["timeout_min"] * 60)
             rows.append(run_row(experiment))
-            self.stdout.write("  " + _shown(rows[-1]))
+            self.stdout.write("  " + run_line(rows[-1]))
             self.stdout.flush()
         self.stdout.write("\n".join(summary(rows)))
 
