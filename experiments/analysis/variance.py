@@ -187,10 +187,11 @@ def host_warnings(variance: dict | None) -> list[str]:
     for row in test["arms"]:
         if not row["warn"]:
             continue
+        f = "∞ (each host's blocks agree exactly)" if row["f"] is None else f"{row['f']:.3g}"
         means = "; ".join(f"{h['host']}: {h['mean_pct']:+.1f} % over {h['blocks']} blocks" for h in row["hosts"])
         warnings.append(
             f"{row['arm']}: its block ratios of {test['metric_name']} differ between hosts beyond chance "
-            f"(one-way analysis of variance of the block log ratios by host, F = {row['f']:.3g} on "
+            f"(one-way analysis of variance of the block log ratios by host, F = {f} on "
             f"{row['df'][0]} and {row['df'][1]} degrees of freedom, p = {row['p']:.3g}, Holm-adjusted over the "
             f"arms {row['p_holm']:.3g} < {test['level']}); {row['farthest']} is the farthest from the others. "
             f"Mean block speedup by host (geometric, as a change): {means}. The intervals pool the hosts' blocks "

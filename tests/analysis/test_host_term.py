@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from experiments.analysis import variance
 from experiments.analysis.services import experiment_analyse
 from experiments.measurement.stats.sequential import PER_CELL_T
 from experiments.models import Block, Experiment, Run
@@ -115,3 +116,18 @@ def test_blocks_not_dispatched_one_by_one_have_one_host():
     }
     assert all(row["p"] is None and not row["warn"] for row in components["host_test"]["arms"])
     assert components["host_test"]["hosts_seen"] == 0
+
+
+def test_the_warning_reads_an_infinite_f():
+    # Every host's blocks agree exactly and the hosts differ: p = 0, F infinite (stored as None in JSON).
+    row = {
+        "arm": "n-gram k=4", "warn": True, "f": None, "df": [1, 2], "p": 0.0, "p_holm": 0.0, "farthest": "host-b",
+        "hosts": [
+            {"host": "host-a", "blocks": 2, "mean_pct": 100.0}, {"host": "host-b", "blocks": 2, "mean_pct": 120.0},
+        ],
+    }  # fmt: skip
+    test = {"metric_name": "Engine-timed TPOT", "level": 0.05, "arms": [row]}
+    [warning] = variance.host_warnings({"host_test": test})
+    assert "F = ∞ (each host's blocks agree exactly) on 1 and 2 degrees of freedom" in warning
+    assert "host-a: +100.0 % over 2 blocks; host-b: +120.0 % over 2 blocks" in warning
+    assert variance.host_warnings(None) == []
