@@ -8,22 +8,48 @@ family-wise controlled over the levels it measured; the bands read them under th
 assumption that the speedup falls with concurrency: a found break-even (settled faster at the
 bracket's lower level, not faster at its upper one) gives the band up to the lower level to the
 arm and the band from the upper level on to plain decoding. Between them the break-even lies,
-at the resolution the experiment asked for.
+at the resolution the experiment asked for. An arm whose guard of the service's objective fails
+(or is not shown) at a level of that band is not run there (experiments/measurement/stats/
+objective.py): the search places its levels on the primary metric, the deployment on the
+service's words.
 """
 
+from collections.abc import Sequence
 from urllib.parse import urlencode
 
 from django.urls import reverse
 
 from experiments.measurement.planning import planner
+from experiments.measurement.stats import objective, sequential
 from experiments.models import Arm, Experiment
 from experiments.rules import commands
 
 
-def _best(arms: list[dict]) -> dict | None:
+def _pays_for_the_service(arm: dict, cells: Sequence[dict]) -> bool:
+    """No measured level of the band the arm would run in (up to its break-even's lower level,
+    the whole range where it pays everywhere) has a guard of the service's objective against it:
+    none whose joint word is "costs", none called faster on the primary whose guards were not
+    shown ("open" or "inconclusive" for the service). A level left open on the primary stays to
+    the search's assumption that the speedup falls with concurrency. Cells stored before
+    objectives have no joint word: their primary word is the service's."""
+    top = arm["below"] if arm["state"] == planner.FOUND else None
+    for cell in cells:
+        joint = cell.get("joint")
+        if not joint or cell["arm_id"] != arm["arm_id"] or (top is not None and cell["level"] > top):
+            continue
+        unshown = cell["outcome"] == sequential.FASTER and joint["word"] != objective.PAYS
+        if joint["word"] == objective.COSTS or unshown:
+            return False
+    return True
+
+
+def _best(arms: list[dict], cells: Sequence[dict] = ()) -> dict | None:
     """The arm that pays furthest: the highest level it is settled faster at, with no break-even
-    in the range counting as the range's top."""
-    paying = [arm for arm in arms if arm["state"] in (planner.FOUND, planner.PAYS_EVERYWHERE)]
+    in the range counting as the range's top, among the arms whose guards hold in that band."""
+    paying = [
+        arm for arm in arms
+        if arm["state"] in (planner.FOUND, planner.PAYS_EVERYWHERE) and _pays_for_the_service(arm, cells)
+    ]  # fmt: skip
     return max(paying, key=lambda arm: (arm["below"] or 0, -arm["arm_id"]), default=None)
 
 
@@ -53,7 +79,7 @@ def _confirmed(best: dict | None, arms: dict[int, Arm]) -> Arm | None:
 def page_context(*, experiment: Experiment, question: dict) -> dict:
     """{"recommendation": ...} for a search's page."""
     search = question["search"]
-    best = _best(search["arms"])
+    best = _best(search["arms"], question.get("cells") or [])
     arms = {arm.id: arm for arm in experiment.arms.all()}
     confirmed = _confirmed(best, arms)
     return {

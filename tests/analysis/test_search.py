@@ -275,3 +275,30 @@ def test_a_search_stopped_before_its_first_look_says_what_would_settle_each_leve
     # One block each, no spread yet: at least the first look's 3 blocks, 2 more, for the arm and the baseline.
     assert [text.split(" (")[0] for text in question["open"]] == ["draft k=4 at 1", "draft k=4 at 16"]
     assert all("about 2 more blocks" in text and "would settle it" in text for text in question["open"])
+
+
+def test_an_arm_whose_guard_fails_in_its_band_is_not_run_there():
+    """The search found draft's break-even between 4 and 8; at 4 its engine TPOT is faster but its
+    output throughput guard is shown worse ("costs"): no band runs it, the answer is undecided. With
+    the guard shown at 1 and 4 it runs up to 4; a level above the band does not count."""
+    from experiments.results.search_recommendation import _bands, _best
+
+    search = {"low": 1, "high": 16}
+    found = {"state": planner.FOUND, "below": 4, "above": 8, "arm": "draft", "arm_id": 1}
+
+    def cell(level, outcome, word):
+        return {"arm_id": 1, "level": level, "outcome": outcome, "joint": {"word": word}}
+
+    costs = [cell(1, "faster", "pays"), cell(4, "faster", "costs")]
+    assert _best([found], costs) is None
+    assert [band["word"] for band in _bands(search, _best([found], costs), [found])] == ["undecided"]
+    unshown = [cell(1, "faster", "pays"), cell(4, "faster", "inconclusive")]
+    assert _best([found], unshown) is None
+    pays = [cell(1, "faster", "pays"), cell(4, "faster", "pays"), cell(16, "slower", "costs")]
+    assert _best([found], pays) is found
+    assert [(b["low"], b["high"], b["word"]) for b in _bands(search, _best([found], pays), [found])] == [
+        (1, 4, "run arm"), (5, 7, "break-even"), (8, 16, "no speculation")]  # fmt: skip
+    open_primary = [cell(1, "open", "open"), cell(4, "faster", "pays")]
+    assert _best([found], open_primary) is found  # the search's monotone reading of an open level stays
+    legacy = [{"arm_id": 1, "level": 4, "outcome": "faster"}]
+    assert _best([found], legacy) is found
