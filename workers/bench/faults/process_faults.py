@@ -9,6 +9,7 @@ import time
 
 from django.contrib.auth.models import User
 
+from experiments.models import Experiment
 from workers.bench.faults.outcomes import (
     counts,
     finished,
@@ -93,17 +94,23 @@ def kill_server(stack: Stack, owner: User) -> Row:
     )
 
 
-def server_never_healthy(stack: Stack, owner: User) -> Row:
+def _under_worker_env(stack: Stack, owner: User, **env: str) -> tuple[Experiment, float]:
+    """A small experiment run to its end by a worker restarted with `env`, then the worker as it
+    was; (the experiment, seconds from submission to its end: the restart after is not part of it)."""
     stack.stop("worker-cpu")
-    stack.worker_start(SPECDASH_SERVER_START_TIMEOUT_S="10")
+    stack.worker_start(**env)
     try:
         experiment = submit(stack, owner)
         started = time.monotonic()
         ended = finished(experiment)
-        recovered = time.monotonic()  # the worker's restart below is not part of it
+        return ended, time.monotonic() - started
     finally:
         stack.stop("worker-cpu")
         stack.worker_start()
+
+
+def server_never_healthy(stack: Stack, owner: User) -> Row:
+    ended, seconds = _under_worker_env(stack, owner, SPECDASH_SERVER_START_TIMEOUT_S="10")
     _, duplicated = counts(ended)
     error = first_error(ended).splitlines()[0]
     return Row(
@@ -112,21 +119,12 @@ def server_never_healthy(stack: Stack, owner: User) -> Row:
         f"runs failed: {error}",
         0,
         duplicated,
-        round(recovered - started, 1),
+        round(seconds, 1),
     )
 
 
 def server_out_of_memory(stack: Stack, owner: User) -> Row:
-    stack.stop("worker-cpu")
-    stack.worker_start(SPECDASH_CPU_KVCACHE_GIB="4096")
-    try:
-        experiment = submit(stack, owner)
-        started = time.monotonic()
-        ended = finished(experiment)
-        recovered = time.monotonic()  # the worker's restart below is not part of it
-    finally:
-        stack.stop("worker-cpu")
-        stack.worker_start()
+    ended, seconds = _under_worker_env(stack, owner, SPECDASH_CPU_KVCACHE_GIB="4096")
     _, duplicated = counts(ended)
     tail = first_error(ended)
     errors = [line for line in tail.splitlines() if re.search(r"Error|memory", line) and "Warning" not in line]
@@ -145,5 +143,5 @@ def server_out_of_memory(stack: Stack, owner: User) -> Row:
         outcome,
         0,
         duplicated,
-        round(recovered - started, 1),
+        round(seconds, 1),
     )
